@@ -1,0 +1,96 @@
+"""Reads for incidents. They own the access check: outsiders get 404, never 403."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Q, QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from apps.incidents.models import PHASE_ORDER, Incident, Phase
+
+
+def incident_list_for_user(
+    *,
+    user: AbstractBaseUser | AnonymousUser,
+    status: str = "",
+    severity: str = "",
+    phase: str = "",
+    cluster: str = "",
+    q: str = "",
+) -> QuerySet[Incident]:
+    if not user.is_authenticated:
+        return Incident.objects.none()
+    qs = Incident.objects.filter(team__memberships__user=user).select_related("team")
+    if status:
+        qs = qs.filter(status=status)
+    if severity:
+        qs = qs.filter(severity=severity)
+    if phase:
+        qs = qs.filter(phase=phase)
+    if cluster:
+        qs = qs.filter(cluster=cluster)
+    if q:
+        qs = qs.filter(
+            Q(title__icontains=q)
+            | Q(job_id__icontains=q)
+            | Q(cluster__icontains=q)
+            | Q(code__iexact=q)
+        )
+    return qs.distinct().order_by("-created_at")
+
+
+def incident_get_for_user(*, user: AbstractBaseUser | AnonymousUser, code: str) -> Incident:
+    """The incident, or 404 for anyone outside its team."""
+    if not user.is_authenticated:
+        raise Http404("No such incident")
+    incident = (
+        Incident.objects.filter(code=code, team__memberships__user=user)
+        .select_related("team", "created_by")
+        .first()
+    )
+    if incident is None:
+        raise Http404("No such incident")
+    return incident
+
+
+def cluster_names_for_user(*, user: AbstractBaseUser | AnonymousUser) -> list[str]:
+    return sorted(
+        set(incident_list_for_user(user=user).exclude(cluster="").values_list("cluster", flat=True))
+    )
+
+
+@dataclass(frozen=True)
+class PhaseSpan:
+    phase: str
+    label: str
+    seconds: float
+    entered_at: dt.datetime | None
+    current: bool
+
+
+def incident_phase_durations(
+    *, incident: Incident, now: dt.datetime | None = None
+) -> list[PhaseSpan]:
+    """Time spent in each phase, summed over every visit, from the recorded transitions."""
+    now = now or timezone.now()
+    totals = {phase: 0.0 for phase in PHASE_ORDER}
+    first_entered: dict[str, dt.datetime] = {}
+    transitions = list(incident.transitions.order_by("at", "pk"))
+    for current, following in zip(transitions, [*transitions[1:], None], strict=True):
+        end = following.at if following is not None else now
+        totals[current.to_phase] += max(0.0, (end - current.at).total_seconds())
+        first_entered.setdefault(current.to_phase, current.at)
+    return [
+        PhaseSpan(
+            phase=phase,
+            label=Phase(phase).label,
+            seconds=totals[phase],
+            entered_at=first_entered.get(phase),
+            current=incident.phase == phase,
+        )
+        for phase in PHASE_ORDER
+    ]

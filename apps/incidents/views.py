@@ -1,0 +1,92 @@
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from apps.accounts.selectors import team_list_for_user
+from apps.incidents import selectors, services
+from apps.incidents.forms import IncidentFilterForm, IncidentForm
+from apps.incidents.models import Phase, Status
+
+
+@require_GET
+@login_required
+def incident_list(request: HttpRequest) -> HttpResponse:
+    form = IncidentFilterForm(
+        request.GET or None, clusters=selectors.cluster_names_for_user(user=request.user)
+    )
+    filters = form.cleaned_data if form.is_valid() else {}
+    qs = selectors.incident_list_for_user(
+        user=request.user, **{k: v for k, v in filters.items() if v}
+    )
+    page = Paginator(qs, 25).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    context = {"form": form, "page": page, "query": query.urlencode()}
+    template = "incidents/list.html"
+    if request.htmx and request.htmx.target == "incident-results":
+        template = "incidents/list.html#results"
+    return render(request, template, context)
+
+
+@require_http_methods(["GET", "POST"])
+@login_required
+def incident_create(request: HttpRequest) -> HttpResponse:
+    teams = team_list_for_user(user=request.user)
+    form = IncidentForm(request.POST or None, teams=teams)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        incident = services.incident_create(
+            actor=request.user,
+            **{k: v for k, v in data.items() if v is not None and v != ""},
+        )
+        messages.success(request, "Incident opened. Drop the logs and metrics in below.")
+        return redirect("incidents:detail", code=incident.code)
+    return render(request, "incidents/create.html", {"form": form, "has_team": teams.exists()})
+
+
+@require_GET
+@login_required
+def incident_detail(request: HttpRequest, code: str) -> HttpResponse:
+    incident = selectors.incident_get_for_user(user=request.user, code=code)
+    context = {
+        "incident": incident,
+        "phases": selectors.incident_phase_durations(incident=incident),
+        "events": incident.events.select_related("actor").order_by("-at", "-pk")[:50],
+        "statuses": Status,
+        "phase_choices": Phase.choices,
+    }
+    return render(request, "incidents/detail.html", context)
+
+
+@require_POST
+@login_required
+def incident_phase(request: HttpRequest, code: str) -> HttpResponse:
+    incident = selectors.incident_get_for_user(user=request.user, code=code)
+    try:
+        services.incident_change_phase(
+            incident=incident,
+            to_phase=request.POST.get("phase", ""),
+            actor=request.user,
+            note=request.POST.get("note", "")[:2000],
+        )
+    except services.TransitionError as exc:
+        messages.error(request, str(exc))
+    return redirect("incidents:detail", code=incident.code)
+
+
+@require_POST
+@login_required
+def incident_status(request: HttpRequest, code: str) -> HttpResponse:
+    incident = selectors.incident_get_for_user(user=request.user, code=code)
+    try:
+        services.incident_change_status(
+            incident=incident, to_status=request.POST.get("status", ""), actor=request.user
+        )
+    except services.TransitionError as exc:
+        messages.error(request, str(exc))
+    return redirect("incidents:detail", code=incident.code)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class InvestigationConfig(AppConfig):
+    name = "apps.investigation"
+    label = "investigation"

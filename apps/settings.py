@@ -1,0 +1,283 @@
+"""Rankscope settings, read from environment variables.
+
+Every default works for the embedded mode (one machine, nothing to install but
+Python): SQLite and files under ``var/``, a Celery broker that needs no server.
+``DATABASE_URL`` switches to PostgreSQL, ``CELERY_BROKER_URL`` to Redis,
+``RANKSCOPE_STORAGE=s3`` to S3-compatible object storage. A malformed value stops
+start-up with a message naming the variable (see ``apps.lib.env``).
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+import dj_database_url
+import plotly
+
+from apps.lib.env import (
+    SettingError,
+    env_bool,
+    env_float,
+    env_int,
+    env_list,
+    env_str,
+    env_url,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(env_str("RANKSCOPE_VAR_DIR", str(BASE_DIR / "var"))).resolve()
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def _secret_key() -> str:
+    key = env_str("DJANGO_SECRET_KEY", "")
+    if key:
+        return key
+    # Embedded mode: one key per installation, kept across restarts so sessions survive.
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = _secret_key()
+DEBUG = env_bool("DJANGO_DEBUG", False)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS", [])
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_X_FORWARDED_PROTO", "https") if env_bool("RANKSCOPE_BEHIND_TLS_PROXY", False) else None
+)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool("RANKSCOPE_SECURE_COOKIES", False)
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "django_htmx",
+    "rest_framework",
+    "drf_spectacular",
+    "apps.accounts",
+    "apps.incidents",
+    "apps.ingest",
+    "apps.analysis",
+    "apps.investigation",
+    "apps.postmortems",
+    "apps.api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "apps.urls"
+WSGI_APPLICATION = "apps.wsgi.application"
+ASGI_APPLICATION = "apps.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+            "builtins": ["django.templatetags.static"],
+        },
+    }
+]
+
+# --- Database -----------------------------------------------------------------
+_SQLITE_DEFAULT = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
+_database_url = env_url(
+    "DATABASE_URL",
+    _SQLITE_DEFAULT,
+    schemes=("sqlite", "postgres", "postgresql", "pgsql"),
+)
+try:
+    _db = dj_database_url.parse(_database_url, conn_max_age=env_int("DATABASE_CONN_MAX_AGE", 60))
+except Exception:
+    raise SettingError("DATABASE_URL", _database_url, "a database URL") from None
+if _db["ENGINE"] == "django.db.backends.sqlite3":
+    # The web server and the worker write to the same file: WAL lets readers run beside
+    # one writer, and IMMEDIATE transactions wait for the lock instead of failing.
+    _db["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 30,
+    }
+    _db["CONN_MAX_AGE"] = 0
+else:
+    _db["CONN_HEALTH_CHECKS"] = True
+    _db.setdefault("TEST", {})["NAME"] = env_str("DATABASE_TEST_NAME", "") or None
+DATABASES = {"default": _db}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Auth ---------------------------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "incidents:list"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+# --- Static files and storage --------------------------------------------------
+STATIC_URL = "/static/"
+STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
+# Front-end libraries come from installed packages (htmx from django-htmx, plotly.js
+# from plotly), never from a CDN: clusters are often air-gapped.
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    ("vendor/plotly", Path(plotly.__file__).parent / "package_data"),
+]
+WHITENOISE_USE_FINDERS = True
+MEDIA_ROOT = VAR_DIR / "media"
+
+_storage = env_str("RANKSCOPE_STORAGE", "filesystem")
+if _storage == "filesystem":
+    _default_storage = {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        "OPTIONS": {"location": str(MEDIA_ROOT)},
+    }
+elif _storage == "s3":
+    _default_storage = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env_str("RANKSCOPE_S3_BUCKET", "rankscope"),
+            "endpoint_url": env_str("RANKSCOPE_S3_ENDPOINT_URL", "") or None,
+            "region_name": env_str("RANKSCOPE_S3_REGION", "") or None,
+            "access_key": env_str("RANKSCOPE_S3_ACCESS_KEY_ID", "") or None,
+            "secret_key": env_str("RANKSCOPE_S3_SECRET_ACCESS_KEY", "") or None,
+            "location": env_str("RANKSCOPE_S3_PREFIX", "artifacts"),
+            "file_overwrite": False,
+            "default_acl": None,
+        },
+    }
+else:
+    raise SettingError("RANKSCOPE_STORAGE", _storage, "filesystem or s3")
+STORAGES = {
+    "default": _default_storage,
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+
+# Uploads larger than this go to a temporary file rather than memory.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
+DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
+DATA_UPLOAD_MAX_NUMBER_FILES = env_int("RANKSCOPE_MAX_FILES_PER_REQUEST", 2048, minimum=1)
+FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "tmp")
+Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
+
+# Limits on what one upload may hold (checked before bytes are stored).
+RANKSCOPE_MAX_FILE_BYTES = env_int("RANKSCOPE_MAX_FILE_BYTES", 4 * 1024**3, minimum=1)
+RANKSCOPE_ARCHIVE_MAX_TOTAL_BYTES = env_int(
+    "RANKSCOPE_ARCHIVE_MAX_TOTAL_BYTES", 32 * 1024**3, minimum=1
+)
+RANKSCOPE_ARCHIVE_MAX_MEMBERS = env_int("RANKSCOPE_ARCHIVE_MAX_MEMBERS", 20_000, minimum=1)
+RANKSCOPE_ARCHIVE_MAX_RATIO = env_float("RANKSCOPE_ARCHIVE_MAX_RATIO", 200.0, minimum=1.0)
+
+# --- Cache (rate limits and locks must be shared by every process) ------------
+_cache_url = env_url("CACHE_URL", "", schemes=("redis", "rediss", "file"))
+if _cache_url.startswith("redis"):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": _cache_url,
+        }
+    }
+else:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.filebased.FileBasedCache",
+            "LOCATION": str(VAR_DIR / "cache"),
+        }
+    }
+
+# --- Celery ---------------------------------------------------------------------
+CELERY_BROKER_URL = env_url(
+    "CELERY_BROKER_URL", "filesystem://", schemes=("filesystem", "redis", "rediss", "memory")
+)
+_broker_dir = VAR_DIR / "broker"
+if CELERY_BROKER_URL.startswith("filesystem"):
+    for sub in ("queue", "processed", "control"):
+        (_broker_dir / sub).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
+        "store_processed": False,
+    }
+else:
+    # Above the longest hard time limit, so a slow task is never handed to a second
+    # worker while the first one still runs it.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 2 * 3600, minimum=60)
+    }
+CELERY_TASK_ALWAYS_EAGER = False
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 3000, minimum=1)
+CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3600, minimum=1)
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_TASK_ROUTES = {
+    "apps.ingest.tasks.*": {"queue": "ingest"},
+    "apps.analysis.tasks.*": {"queue": "analysis"},
+}
+CELERY_BEAT_SCHEDULE: dict = {}
+
+# --- REST API -----------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 50,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Rankscope API",
+    "DESCRIPTION": "Incidents, artifacts, analyses and post-mortems of distributed training jobs.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Product defaults -------------------------------------------------------------
+RANKSCOPE_DEFAULT_GPU_HOUR_USD = env_float("RANKSCOPE_DEFAULT_GPU_HOUR_USD", 4.0, minimum=0)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("RANKSCOPE_LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,15 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import include, path
+from django.views.generic import RedirectView
+
+from apps.lib.health import healthz
+
+urlpatterns = [
+    path("", RedirectView.as_view(pattern_name="incidents:list", permanent=False)),
+    path("healthz", healthz, name="healthz"),
+    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("admin/", admin.site.urls),
+    path("incidents/", include("apps.incidents.urls")),
+]
