@@ -1,0 +1,99 @@
+"""What an artifact is, and which rank/host its name tells, from its name and first bytes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+KINDS: tuple[str, ...] = (
+    "rank_log",
+    "metrics",
+    "flight_recorder",
+    "nccl_tests",
+    "nvidia_smi",
+    "dmesg",
+    "aistore",
+    "slurm_job",
+    "topology",
+    "bisection",
+    "other",
+)
+
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?!\d)", re.IGNORECASE)
+_FR_NAME = re.compile(r"(?:nccl_trace_rank_|comm_lib_trace_rank_|fr_trace|flight_?recorder)", re.I)
+_SLURM_OUT = re.compile(r"^(?:error|output|slurm|log|stderr|stdout)[-_](\d+)[-_](?P<node>[\w.-]+?)\.(?:out|err|log|txt)$")
+_HOST_TOKEN = re.compile(r"(?P<h>(?:[a-z][a-z0-9]*-)+\d+|[a-z]+\d+[a-z0-9-]*)", re.I)
+
+
+def basename(name: str) -> str:
+    return PurePosixPath(name.replace("\\", "/")).name
+
+
+def rank_from_name(name: str) -> int | None:
+    """Global rank when the file name says it (``rank_12.log``, ``nccl_trace_rank_5``)."""
+    m = _RANK_IN_NAME.search(basename(name))
+    if m:
+        return int(m.group(1))
+    return None
+
+
+def host_from_name(name: str) -> str | None:
+    """Host/node label from names like ``error-<job>-<node>.out`` or ``dmesg-node-03.log``."""
+    base = basename(name)
+    m = _SLURM_OUT.match(base)
+    if m:
+        return m.group("node")
+    stem = base.split(".", 1)[0]
+    for token in ("dmesg", "kern", "syslog", "nvidia-smi", "nvidia_smi", "topo", "journal"):
+        if token in stem.lower():
+            rest = re.sub(token, "", stem, flags=re.I).strip("-_.")
+            m2 = _HOST_TOKEN.search(rest)
+            return m2.group("h") if m2 else (rest or None)
+    return None
+
+
+def _is_text(head: bytes) -> bool:
+    if not head:
+        return True
+    if b"\x00" in head[:8192]:
+        return False
+    sample = head[:8192]
+    bad = sum(1 for b in sample if b < 9 or 13 < b < 32)
+    return bad < len(sample) * 0.02
+
+
+def detect_kind(name: str, head: bytes) -> str:
+    """One of ``KINDS`` from the path inside the upload/archive and the first ≤64 KiB."""
+    base = basename(name).lower()
+    if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
+        return "flight_recorder"  # a pickle; only the restricted loader will read it
+    text = head[:65536].decode("utf-8", errors="replace")
+    if _FR_NAME.search(base) and ('"pg_status"' in text or '"entries"' in text or head[:1] == b"\x80"):
+        return "flight_recorder"
+    if text.lstrip().startswith("{") and '"pg_status"' in text and '"version"' in text:
+        return "flight_recorder"
+    if not _is_text(head):
+        return "other"
+    if base.endswith((".csv", ".tsv", ".jsonl", ".ndjson")) or "metrics" in base:
+        from .metrics import looks_like_metrics_header  # noqa: PLC0415
+
+        first = text.split("\n", 1)[0]
+        if looks_like_metrics_header(first):
+            return "metrics"
+    if "out-of-place" in text and "busbw" in text or "# nccl-tests" in text or "_perf -b" in text:
+        return "nccl_tests"
+    if "NVIDIA-SMI" in text or "==============NVSMI LOG" in text:
+        return "nvidia_smi"
+    if base.startswith(("aistarget", "aisproxy", "ais-target", "ais-proxy")) or ".ais-target-" in base:
+        return "aistore"
+    if "bisect" in base:
+        return "bisection"
+    if base.startswith(("topo", "nvidia-smi-topo", "ibstat", "ibnetdiscover")) or "\tGPU1\t" in text[:4000]:
+        return "topology"
+    if re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", text[:4000], re.M):
+        return "slurm_job"
+    if any(t in base for t in ("dmesg", "kern.log", "syslog", "journal")) or re.match(
+        r"\[\s*\d+\.\d+\] ", text
+    ):
+        return "dmesg"
+    return "rank_log"

@@ -1,0 +1,160 @@
+"""Peel what surrounds a log message: wrappers, the rank prefix, the glog envelope, dates.
+
+Wrappers seen in real logs stack in front of the message in any order: a log
+viewer's ``[80746]``, ``srun -l``'s ``10:``, pdsh's ``gpu-q-13:``, Ray's
+``(RayWorkerWrapper pid=4009)``, ``host [stderr]``, date stamps. Then comes
+``[rankN]:`` (the GLOBAL rank) and the glog/c10 envelope
+``[E1121 10:22:33.123456789 ProcessGroupNCCL.cpp:1794]``. We never take a rank
+from ``[PG … Rank N]`` (group rank) or NCCL's ``[N]`` (CUDA device).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1
+    )
+}
+
+# Each wrapper: (name, regex anchored at the start). Group "v" holds a value when useful.
+_WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
+    ("viewer", re.compile(r"\[(?P<v>\d{2,8})\]\s+(?=\S)")),
+    ("srun", re.compile(r"\s*(?P<v>\d{1,6}):\s")),
+    ("ray", re.compile(r"\((?P<v>[\w.]+) pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
+    ("stream", re.compile(r"(?P<v>[\w.-]+) \[std(?:out|err)\]:?\s*")),
+    (
+        "date",
+        re.compile(
+            r"\[?(?P<v>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\]?[:\s]\s*"
+        ),
+    ),
+    (
+        "syslog",
+        re.compile(r"(?P<v>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) (?P<h>[\w.-]+) [\w./-]+:\s"),
+    ),
+    (
+        "dmesg",
+        re.compile(r"\[(?P<v>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*"),
+    ),
+    ("kts", re.compile(r"\[\s*\d+\.\d+\]\s*")),
+    ("pdsh", re.compile(r"(?P<v>[a-z][a-z0-9-]*\d[\w.-]*):\s+(?=\S)")),
+]
+_RANK = re.compile(r"\[rank(?P<r>\d+)\]:\s?")
+_GLOG = re.compile(
+    r"\[?(?P<l>[IWEF])(?P<md>\d{4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
+)
+_OLD_GLOG = re.compile(r"\[(?P<l>[IWEF]) (?P<src>[\w.]+):\d+\]\s?")
+_PYLOG_LEVEL = re.compile(
+    r"(?:\[(?P<a>INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\]|(?P<b>INFO|WARNING|ERROR|CRITICAL):)\s*"
+)
+
+
+@dataclass(slots=True)
+class Envelope:
+    message: str
+    rank: int | None = None
+    level: str | None = None  # I/W/E/F
+    time: str | None = None  # ISO, year "0000" when unknown
+    host: str | None = None
+    task: int | None = None  # srun -l label
+    wrapped: bool = False  # had any wrapper
+
+
+def _iso_from_glog(md: str, t: str) -> str:
+    return f"0000-{md[:2]}-{md[2:]}T{_frac(t)}"
+
+
+def _frac(t: str) -> str:
+    if "." in t:
+        hms, frac = t.split(".", 1)
+        return f"{hms}.{frac[:6]}"
+    return t
+
+
+def iso_from_text(v: str) -> str | None:
+    """Normalise a date stamp we recognise into ISO-8601 (no timezone: logs rarely say)."""
+    m = re.match(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d:\d\d:\d\d)(?:[.,](\d+))?", v)
+    if m:
+        y, mo, d, hms, frac = m.groups()
+        return f"{y}-{mo}-{d}T{hms}" + (f".{frac[:6]}" if frac else "")
+    m = re.match(r"[A-Z][a-z]{2} ([A-Z][a-z]{2}) +(\d+) (\d\d:\d\d:\d\d) (\d{4})", v)
+    if m:
+        mon, d, hms, y = m.groups()
+        return f"{y}-{_MONTHS.get(mon.lower(), 1):02d}-{int(d):02d}T{hms}"
+    m = re.match(r"([A-Z][a-z]{2}) +(\d+) (\d\d:\d\d:\d\d)", v)
+    if m:
+        mon, d, hms = m.groups()
+        return f"0000-{_MONTHS.get(mon.lower(), 1):02d}-{int(d):02d}T{hms}"
+    return None
+
+
+def peel(line: str) -> Envelope:
+    """Split one raw line into its message and what the envelope says about it."""
+    env = Envelope(message=line)
+    s = line.rstrip("\r\n")
+    for _ in range(8):
+        progressed = False
+        m = _RANK.match(s)
+        if m and env.rank is None:
+            env.rank = int(m.group("r"))
+            s = s[m.end() :]
+            progressed = True
+        m = _GLOG.match(s)
+        if m:
+            env.level = m.group("l")
+            env.time = env.time or _iso_from_glog(m.group("md"), m.group("t"))
+            s = s[m.end() :]
+            progressed = True
+        else:
+            m = _OLD_GLOG.match(s)
+            if m:
+                env.level = m.group("l")
+                s = s[m.end() :]
+                progressed = True
+        if progressed:
+            continue
+        for name, rx in _WRAPPERS:
+            m = rx.match(s)
+            if not m:
+                continue
+            env.wrapped = True
+            v = m.groupdict().get("v")
+            if name == "srun" and env.task is None:
+                env.task = int(v)
+            elif name in ("date", "dmesg", "syslog") and v and env.time is None:
+                env.time = iso_from_text(v)
+                if name == "syslog":
+                    env.host = m.group("h")
+            elif name in ("pdsh", "stream") and v and env.host is None:
+                env.host = v
+            s = s[m.end() :]
+            progressed = True
+            break
+        if not progressed:
+            break
+    m = _PYLOG_LEVEL.match(s)
+    if m:
+        word = m.group("a") or m.group("b")
+        env.level = env.level or word[0]
+    env.message = s
+    return env
+
+
+_ANY_TIME = re.compile(
+    r"(?P<glog>[IWEF](?P<md>\d{4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?))"
+    r"|(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
+)
+
+
+def find_time(text: str) -> str | None:
+    """A timestamp anywhere in a line (for lines whose stamp is not at the start)."""
+    m = _ANY_TIME.search(text)
+    if not m:
+        return None
+    if m.group("glog"):
+        return _iso_from_glog(m.group("md"), m.group("t"))
+    return iso_from_text(m.group("iso"))

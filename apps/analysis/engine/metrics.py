@@ -1,0 +1,178 @@
+"""Per-step metrics as a columnar table (Arrow), with one normalised set of column names.
+
+Input files name their columns many ways (``iteration_time_ms``, ``step_time``,
+``elapsed time per iteration (ms)``…); ``normalise_columns`` maps them onto
+``CANONICAL`` and converts milliseconds to seconds, so analyzers read one shape.
+Stored with ``MetricsTable.write`` as Arrow IPC, never as JSON.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.ipc as ipc
+
+# canonical column → type
+CANONICAL: dict[str, pa.DataType] = {
+    "rank": pa.int64(),
+    "step": pa.int64(),
+    "host": pa.string(),
+    "time": pa.string(),
+    "step_time": pa.float64(),  # seconds
+    "compute_time": pa.float64(),  # seconds
+    "comm_time": pa.float64(),  # seconds
+    "loss": pa.float64(),
+    "throughput": pa.float64(),  # tokens or samples per second, as given
+    "grad_norm": pa.float64(),
+    "mem_allocated": pa.float64(),
+}
+
+# alias (lower-cased, non-alphanumerics collapsed to "_") → (canonical, scale to seconds)
+_ALIASES: dict[str, tuple[str, float]] = {}
+
+
+def _alias(canonical: str, scale: float, *names: str) -> None:
+    for n in names:
+        _ALIASES[n] = (canonical, scale)
+
+
+_alias("rank", 1, "rank", "global_rank", "rank_id", "worker", "gpu_rank")
+_alias("step", 1, "step", "iteration", "iter", "global_step", "trainer_global_step", "it")
+_alias("host", 1, "host", "hostname", "node", "node_name", "nodename")
+_alias("time", 1, "time", "timestamp", "ts", "wall_time", "datetime", "date")
+_alias("step_time", 1, "step_time", "step_time_s", "step_time_sec", "iteration_time", "iter_time")
+_alias(
+    "step_time",
+    1e-3,
+    "step_time_ms",
+    "iteration_time_ms",
+    "iter_time_ms",
+    "elapsed_time_per_iteration_ms",
+    "train_step_timing_ms",
+)
+_alias("step_time", 1, "train_step_timing", "train_step_timing_in_s", "train_step_time")
+_alias("compute_time", 1, "compute_time", "compute_time_s", "fwd_bwd_time", "compute")
+_alias("compute_time", 1e-3, "compute_time_ms", "compute_ms", "forward_backward_ms", "fwd_bwd_ms")
+_alias("comm_time", 1, "comm_time", "comm_time_s", "allreduce_time", "all_reduce_time", "comm")
+_alias(
+    "comm_time",
+    1e-3,
+    "comm_time_ms",
+    "comm_ms",
+    "allreduce_ms",
+    "allreduce_time_ms",
+    "all_reduce_ms",
+    "all_reduce_time_ms",
+    "grads_all_reduce_ms",
+)
+_alias("loss", 1, "loss", "lm_loss", "train_loss", "reduced_train_loss", "train_loss_step")
+_alias(
+    "throughput",
+    1,
+    "throughput",
+    "tokens_per_sec",
+    "tokens_per_second",
+    "tok_s",
+    "samples_per_sec",
+    "samples_per_second",
+    "tflops",
+)
+_alias("grad_norm", 1, "grad_norm", "gradient_norm")
+_alias("mem_allocated", 1, "mem_allocated", "memory_allocated", "mem_allocated_gb", "max_memory")
+
+_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+MAX_ROWS = 2_000_000
+
+
+def _key(name: str) -> str:
+    return _NON_ALNUM.sub("_", name.strip().lower()).strip("_")
+
+
+def looks_like_metrics_header(header: str) -> bool:
+    """True when a CSV/JSON header names a step and at least one per-step measure."""
+    keys = {_ALIASES.get(_key(k), ("", 1))[0] for k in re.split(r"[,\t;\"{}:]+", header)}
+    return "step" in keys and bool(keys & {"step_time", "comm_time", "loss", "throughput"})
+
+
+def normalise_columns(table: pa.Table) -> tuple[pa.Table, list[str]]:
+    """Rename/convert known columns; drop the rest. Returns (table, notes)."""
+    cols: dict[str, pa.Array] = {}
+    notes: list[str] = []
+    for name in table.column_names:
+        target = _ALIASES.get(_key(name))
+        if target is None or target[0] in cols:
+            continue
+        canonical, scale = target
+        col = table.column(name)
+        want = CANONICAL[canonical]
+        try:
+            if pa.types.is_string(want):
+                col = pc.cast(col, pa.string())
+            else:
+                col = pc.cast(col, pa.float64(), safe=False)
+                if scale != 1:
+                    col = pc.multiply(col, scale)
+                col = pc.cast(col, want, safe=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+            notes.append(f"column {name!r} not understood as {canonical}: {exc}")
+            continue
+        cols[canonical] = col
+    return pa.table(cols) if cols else pa.table({}), notes
+
+
+class MetricsTable:
+    """A thin wrapper around a ``pyarrow.Table`` with canonical column names."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.table.column_names)
+
+    def has(self, *names: str) -> bool:
+        return all(n in self.table.column_names for n in names)
+
+    def column(self, name: str) -> list[Any]:
+        return self.table.column(name).to_pylist()
+
+    def numpy(self, name: str) -> Any:
+        return self.table.column(name).to_numpy(zero_copy_only=False)
+
+    def write(self, fp: BinaryIO) -> None:
+        """Arrow IPC stream; read back with ``MetricsTable.read``."""
+        with ipc.new_stream(fp, self.table.schema) as writer:
+            writer.write_table(self.table)
+
+    @classmethod
+    def read(cls, fp: BinaryIO) -> MetricsTable:
+        return cls(ipc.open_stream(fp).read_all())
+
+    def to_bytes(self) -> bytes:
+        buf = io.BytesIO()
+        self.write(buf)
+        return buf.getvalue()
+
+    @classmethod
+    def concat(cls, tables: list[MetricsTable]) -> MetricsTable | None:
+        tables = [t for t in tables if t is not None and len(t)]
+        if not tables:
+            return None
+        names = sorted({c for t in tables for c in t.columns})
+        parts = []
+        for t in tables:
+            cols = {}
+            for n in names:
+                if n in t.columns:
+                    cols[n] = t.table.column(n)
+                else:
+                    cols[n] = pa.nulls(len(t), CANONICAL[n])
+            parts.append(pa.table(cols))
+        return cls(pa.concat_tables(parts))

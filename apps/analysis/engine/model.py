@@ -1,0 +1,163 @@
+"""Plain data the engine passes around: events, parse results, findings, options.
+
+Everything here is JSON-serialisable through ``to_json``/``from_json`` so a
+``ParseResult`` can be stored per artifact (by the ingest side) and fed to
+``analyze`` later, in another process or on another machine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Bounds that keep one ParseResult small whatever the input size.
+MAX_EVENTS_PER_KIND_PER_RANK = 20
+MAX_EVENT_TEXT = 2000
+MAX_WARNINGS = 50
+
+
+@dataclass(slots=True)
+class Event:
+    """One notable line (or wrapped message) found in an artifact.
+
+    ``kind`` is a stable machine name (``watchdog_timeout``, ``cuda_oom``…);
+    ``fields`` holds what the precise parser extracted (seq, op, pg, counters…).
+    ``text`` is the raw line exactly as in the file, prefixes included;
+    ``line`` is 1-based. ``time`` is ISO-8601; it starts with ``0000-`` when
+    the file did not tell the year (the analysis fills it in from the job).
+    """
+
+    kind: str
+    line: int
+    text: str
+    rank: int | None = None
+    host: str | None = None
+    time: str | None = None
+    level: str | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    file: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Event:
+        return cls(**d)
+
+
+@dataclass(slots=True)
+class RankInfo:
+    """What one file says about one rank, besides its notable events."""
+
+    first_time: str | None = None
+    last_time: str | None = None
+    last_step: int | None = None
+    last_step_line: int | None = None
+    lines_seen: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> RankInfo:
+        return cls(**d)
+
+
+@dataclass
+class ParseResult:
+    """The digest of one artifact (one file inside an upload or archive).
+
+    Bounded in size: at most ``MAX_EVENTS_PER_KIND_PER_RANK`` events of one kind
+    per rank are kept (the first ones, since the first failure matters most;
+    for a few kinds where the last one matters, the last is kept too);
+    ``event_counts`` keeps the true totals.
+    ``line_index`` is a sparse list of ``(line_no, byte_offset)`` pairs
+    (``line_no`` 1-based, the line starting at ``byte_offset``) so a viewer can
+    seek close to a line in a huge file. ``metrics`` is columnar and is not
+    part of ``to_json``: store it with ``MetricsTable.write``.
+    """
+
+    name: str
+    kind: str
+    ranks: list[int] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    rank_hosts: dict[int, str] = field(default_factory=dict)
+    lines: int = 0
+    bytes: int = 0
+    error: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    line_index: list[tuple[int, int]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    event_counts: dict[str, int] = field(default_factory=dict)
+    rank_info: dict[int, RankInfo] = field(default_factory=dict)
+    facts: dict[str, Any] = field(default_factory=dict)
+    flight_recorder: dict[str, Any] | None = None
+    metrics: Any = None  # MetricsTable | None (kept untyped to avoid an import cycle)
+    parser: str = ""
+
+    def warn(self, message: str) -> None:
+        if len(self.warnings) < MAX_WARNINGS and message not in self.warnings:
+            self.warnings.append(message)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "kind": self.kind,
+            "parser": self.parser,
+            "ranks": list(self.ranks),
+            "hosts": list(self.hosts),
+            "rank_hosts": {str(k): v for k, v in self.rank_hosts.items()},
+            "lines": self.lines,
+            "bytes": self.bytes,
+            "error": self.error,
+            "warnings": list(self.warnings),
+            "line_index": [list(p) for p in self.line_index],
+            "events": [e.to_json() for e in self.events],
+            "event_counts": dict(self.event_counts),
+            "rank_info": {str(k): v.to_json() for k, v in self.rank_info.items()},
+            "facts": self.facts,
+            "flight_recorder": self.flight_recorder,
+            "has_metrics": self.metrics is not None,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any], *, metrics: Any = None) -> ParseResult:
+        """Rebuild from ``to_json`` output; pass the metrics table read back separately."""
+        return cls(
+            name=d["name"],
+            kind=d["kind"],
+            parser=d.get("parser", ""),
+            ranks=list(d.get("ranks", [])),
+            hosts=list(d.get("hosts", [])),
+            rank_hosts={int(k): v for k, v in d.get("rank_hosts", {}).items()},
+            lines=d.get("lines", 0),
+            bytes=d.get("bytes", 0),
+            error=d.get("error"),
+            warnings=list(d.get("warnings", [])),
+            line_index=[(int(a), int(b)) for a, b in d.get("line_index", [])],
+            events=[Event.from_json(e) for e in d.get("events", [])],
+            event_counts=dict(d.get("event_counts", {})),
+            rank_info={int(k): RankInfo.from_json(v) for k, v in d.get("rank_info", {}).items()},
+            facts=dict(d.get("facts", {})),
+            flight_recorder=d.get("flight_recorder"),
+            metrics=metrics,
+        )
+
+
+@dataclass(slots=True)
+class Options:
+    """Knobs of one analysis run. Defaults are what the web and CLI use."""
+
+    straggler_score: float = 0.75  # median step time / rank's own below this → straggler
+    comm_ratio: float = 1.5  # a node group's comm time this many times the rest → slow network
+    throughput_drop: float = 0.2  # fraction below the run's own baseline that counts as a drop
+    immediate_seconds: float = 600.0  # failure this soon after start → "immediately"
+    hours_seconds: float = 2 * 3600.0  # failure this long after start → "after_hours"
+    immediate_steps: int = 50
+    max_timeline: int = 200
+    max_nccl_rows: int = 100_000
+
+
+def evidence(e: Event) -> dict[str, Any]:
+    """An evidence reference for the document: exact raw text, file, 1-based line."""
+    return {"file": e.file, "line": e.line, "text": e.text}

@@ -1,0 +1,359 @@
+"""Precise parsing of one candidate line (message already peeled of its envelope).
+
+``classify`` returns ``(kind, fields)`` or ``None``. One line gives one event,
+the most specific reading wins (an exception line naming a CUDA OOM is
+``cuda_oom``, not ``python_exception``). Formats are those of
+docs reference ``log-formats.md``: every wording of the PyTorch NCCL watchdog,
+flight recorder heartbeat, NCCL, torchrun/elastic, SLURM, kernel.
+
+``needs_more`` tells the caller that the line starts a known message whose
+fields are cut (terminal wrapping): the caller retries with the next line(s)
+appended.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+WORK = re.compile(
+    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
+    r"(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?, Timeout\(ms\)=(?P<to>\d+)\)"
+)
+PG = re.compile(
+    r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))? ?(?:\((?P<desc>[^)]*)\))? "
+    r"Rank (?P<grank>\d+)\]"
+)
+WORK_RANK = re.compile(r"\[Rank (?P<r>\d+)\]")
+NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
+
+_RX: dict[str, re.Pattern[str]] = {
+    "timeout": re.compile(r"Watchdog caught collective operation timeout: .*?ran for (?P<ran>\d+) milli"),
+    "failure": re.compile(
+        r"failure detected by watchdog at work sequence id: (?P<seq>\d+)\s+PG status: "
+        r"last enqueued work: (?P<e>-?\d+), last completed work: (?P<c>-?\d+)"
+        r"(?:, last started work: (?P<s>-?\d+))?"
+    ),
+    "exc_detected": re.compile(
+        r"Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+), "
+        r"last enqueued NCCL work: (?P<e>-?\d+), last completed NCCL work: (?P<c>-?\d+)"
+    ),
+    "timeout_at": re.compile(
+        r"Timeout at NCCL work: (?P<seq>\d+), last enqueued NCCL work: (?P<e>-?\d+), "
+        r"last completed NCCL work: (?P<c>-?\d+)"
+    ),
+    "received": re.compile(
+        r"Received a dump signal due to a collective timeout from\s+(?:(?P<self>this local rank)|rank (?P<from>\d+))"
+        r".*?Last enqueued NCCL work: (?P<e>-?\d+), last completed NCCL work: (?P<c>-?\d+)"
+    ),
+    "progress": re.compile(
+        r"last enqueued NCCL work: (?P<e>-?\d+), last completed NCCL work: (?P<c>-?\d+)"
+    ),
+    "terminate": re.compile(r"after attempting to dump debug info, due to (?P<why>[^.]+)"),
+    "stuck": re.compile(r"watchdog got stuck for (?P<s>\d+) seconds"),
+    "remote": re.compile(r"remote error detected from rank: ?(?P<r>\d+)"),
+    "aborted": re.compile(r"NCCL communicator was aborted on rank (?P<r>\d+)\.\s+Original reason for failure was: (?P<why>.*)"),
+    "mismatch_pgw": re.compile(
+        r"Detected mismatch between collectives on ranks\. Rank (?P<a>\d+) is running collective: "
+        r"(?P<fa>CollectiveFingerPrint\(.*?\)\)?), but Rank (?P<b>\d+) is running collective: (?P<fb>.*)"
+    ),
+    "mismatch_nccl": re.compile(r"Mismatched collective detected.*?around rank (?P<r>\d+)"),
+    "oom_tried": re.compile(r"Tried to allocate (?P<n>[\d.]+ ?[KMGT]i?B)"),
+    "oom_gpu": re.compile(r"GPU (?P<g>\d+) has a total capacity of (?P<cap>[\d.]+ ?[KMGT]i?B)"),
+    "xid": re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<code>\d+),?\s*(?P<rest>.*)"),
+    "host_oom": re.compile(r"Out of memory: Killed process (?P<pid>\d+) \((?P<proc>[^)]*)\)"),
+    "slurm_cancel": re.compile(
+        r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\w.+]+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)"
+        r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*"
+    ),
+    "tr_failed": re.compile(
+        r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
+        r"(?: of binary: (?P<bin>.*))?"
+    ),
+    "tr_field": re.compile(r"^\s*(?P<k>time|host|rank|exitcode|error_file|traceback)\s*: (?P<v>.*)$"),
+    "closing": re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>\S+)"),
+    "death": re.compile(r"Received (?P<sig>\S+) death signal"),
+    "retry_frac": re.compile(r"[Rr]etr(?:y|ying)(?: attempt)? (?P<k>\d+)(?:/| of )(?P<n>\d+)"),
+    "retry_total": re.compile(r"Retrying \(Retry\(total=(?P<left>-?\d+)"),
+    "exception": re.compile(r"(?:^|[\s:])(?P<type>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<msg>.*)"),
+    "nan_loss": re.compile(
+        r"(?P<name>[A-Za-z_ ]*[Ll]oss[A-Za-z_ ]{0,20})[=:] *(?P<v>-?(?:nan|NaN|NAN|inf|Inf|INF))\b"
+    ),
+    "nan_count": re.compile(r"number of nan iterations: *(?P<n>[1-9]\d*)"),
+    "iteration": re.compile(r"\biteration\s+(?P<i>\d+)\s*/\s*(?P<of>\d+)"),
+    "cuda_error": re.compile(r"CUDA error: (?P<what>[^\n]*?)(?:\s*$|\n|Compile with|CUDA kernel errors)"),
+}
+
+# Xid codes that point at the hardware rather than the application
+# (NVIDIA's Xid catalogue: bus drop, ECC/DBE, row remapping, NVLink, GSP/firmware).
+HARDWARE_XIDS = {48, 54, 56, 57, 58, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121, 123, 140}
+
+
+def _pg_fields(msg: str) -> dict[str, Any]:
+    m = PG.search(msg)
+    if not m:
+        return {}
+    f: dict[str, Any] = {"pg": m.group("pg"), "group_rank": int(m.group("grank"))}
+    if m.group("desc"):
+        f["pg_desc"] = m.group("desc")
+    if m.group("guid"):
+        f["pg_guid"] = m.group("guid")
+    return f
+
+
+def _work_fields(msg: str) -> dict[str, Any]:
+    m = WORK.search(msg)
+    if not m:
+        return {}
+    f: dict[str, Any] = {
+        "seq": int(m.group("seq")),
+        "op": m.group("op"),
+        "timeout_ms": int(m.group("to")),
+    }
+    w = WORK_RANK.search(msg)
+    if w:
+        f["work_rank"] = int(w.group("r"))
+    return f
+
+
+Result = tuple[str, dict[str, Any]] | None
+
+
+def classify(msg: str) -> tuple[Result, bool]:
+    """Return ``(result, needs_more)`` for one peeled message."""
+    r = _classify_nccl(msg)
+    if r is not None:
+        return r
+    return _classify_other(msg), False
+
+
+def _classify_nccl(msg: str) -> tuple[Result, bool] | None:  # noqa: PLR0911, PLR0912
+    if "Watchdog caught collective operation timeout" in msg:
+        f = _work_fields(msg)
+        m = _RX["timeout"].search(msg)
+        if m:
+            f["ran_ms"] = int(m.group("ran"))
+        f.update(_pg_fields(msg))
+        if "thread terminated with exception" in msg:
+            f["via"] = "watchdog_exit"
+        return ("watchdog_timeout", f), "seq" not in f
+    for key in ("failure", "exc_detected", "timeout_at"):
+        marker = {
+            "failure": "failure detected by watchdog",
+            "exc_detected": "detected by watchdog at work",
+            "timeout_at": "Timeout at NCCL work",
+        }[key]
+        if marker in msg:
+            m = _RX[key].search(msg)
+            if not m:
+                return ("watchdog_failure", _pg_fields(msg)), True
+            f = _pg_fields(msg)
+            f.update(seq=int(m.group("seq")), last_enqueued=int(m.group("e")), last_completed=int(m.group("c")))
+            if key == "failure" and m.group("s") is not None:
+                f["last_started"] = int(m.group("s"))
+            f["wording"] = key
+            return ("watchdog_failure", f), False
+    if "to signal dumping" in msg or "to set the dump signal" in msg or "Received a timeout signal from this local rank" in msg:
+        return ("dump_first", _pg_fields(msg)), False
+    if "dump signal from another rank" in msg:
+        return ("dump_observed", _pg_fields(msg)), False
+    if "Received a dump signal" in msg:
+        m = _RX["received"].search(msg)
+        f = _pg_fields(msg)
+        if not m:
+            return ("dump_received", f), True
+        if m.group("from") is not None:
+            f["from_rank"] = int(m.group("from"))
+        else:
+            f["from_self"] = True
+        f.update(last_enqueued=int(m.group("e")), last_completed=int(m.group("c")))
+        return ("dump_received", f), False
+    if "raised the following async exception" in msg:
+        f = _work_fields(msg)
+        f.update(_pg_fields(msg))
+        f["what"] = msg.split("async exception:", 1)[-1].strip()[:300]
+        code = re.search(r"nccl\w+Error|ncclInvalid\w+", msg)
+        if code:
+            f["nccl_code"] = code.group(0)
+        return ("async_exception", f), "seq" not in f
+    if "timed out in blocking wait" in msg:
+        f = _work_fields(msg)
+        return ("blocking_wait_timeout", f), "seq" not in f
+    if "taking the entire process down" in msg or "Some NCCL operations have failed" in msg:
+        return ("teardown", {}), False
+    if "after attempting to dump debug info" in msg:
+        m = _RX["terminate"].search(msg)
+        return ("fatal_terminate", {"reason": m.group("why").strip()} if m else {}), False
+    if "watchdog got stuck for" in msg or "Heartbeat monitor timed out" in msg:
+        m = _RX["stuck"].search(msg)
+        f = _pg_fields(msg)
+        if m:
+            f["stuck_s"] = int(m.group("s"))
+        return ("watchdog_hang", f), False
+    if "watchdog thread terminated with exception" in msg:
+        f = _pg_fields(msg)
+        f["what"] = msg.split("exception:", 1)[-1].strip()[:300]
+        return ("watchdog_exit", f), False
+    if "NCCL communicator was aborted" in msg:
+        m = _RX["aborted"].search(msg)
+        f = {"work_rank": int(m.group("r")), "what": m.group("why")[:300]} if m else {}
+        f.update(_work_fields(msg))
+        return ("comm_aborted", f), False
+    if "remote error detected from rank" in msg:
+        m = _RX["remote"].search(msg)
+        f = _pg_fields(msg)
+        if m:
+            f["from_rank"] = int(m.group("r"))
+        return ("remote_error", f), False
+    if "NCCL Work update periodically" in msg:
+        m = _RX["progress"].search(msg)
+        if not m:
+            return ("nccl_progress", {}), True
+        return ("nccl_progress", {"last_enqueued": int(m.group("e")), "last_completed": int(m.group("c"))}), False
+    return None
+
+
+def _classify_other(msg: str) -> Result:  # noqa: PLR0911, PLR0912, PLR0915
+    if "Detected mismatch between collectives" in msg:
+        m = _RX["mismatch_pgw"].search(msg)
+        f: dict[str, Any] = {}
+        if m:
+            f = {"rank_a": int(m.group("a")), "rank_b": int(m.group("b")), "fingerprint_a": m.group("fa")[:300], "fingerprint_b": m.group("fb")[:300]}
+        return "collective_mismatch", f
+    if "Mismatched collective" in msg:
+        m = _RX["mismatch_nccl"].search(msg)
+        return "collective_mismatch", ({"around_rank": int(m.group("r"))} if m else {})
+    if "NVRM: Xid" in msg:
+        m = _RX["xid"].search(msg)
+        if m:
+            code = int(m.group("code"))
+            return "xid", {"pci": m.group("pci"), "xid": code, "detail": m.group("rest")[:200], "hardware": code in HARDWARE_XIDS}
+        return "xid", {}
+    if "fallen off the bus" in msg:
+        return "gpu_off_bus", {}
+    if "CUDA out of memory" in msg or "OutOfMemoryError" in msg:
+        f = {}
+        m = _RX["oom_tried"].search(msg)
+        if m:
+            f["tried"] = m.group("n")
+        m = _RX["oom_gpu"].search(msg)
+        if m:
+            f["gpu"] = int(m.group("g"))
+            f["capacity"] = m.group("cap")
+        return "cuda_oom", f
+    if "Out of memory: Killed process" in msg or "invoked oom-killer" in msg or "oom-kill event" in msg or "Exceeded job memory limit" in msg:
+        m = _RX["host_oom"].search(msg)
+        return "host_oom_kill", ({"pid": int(m.group("pid")), "process": m.group("proc")} if m else {})
+    if "DUE TO" in msg or "NODE_FAIL" in msg or "CANCELLED AT" in msg:
+        m = _RX["slurm_cancel"].search(msg)
+        f = {}
+        if m:
+            f = {"what": m.group("what").lower(), "slurm_id": m.group("id"), "host": m.group("host"), "at": m.group("at")}
+        why = (m.group("why") if m else None) or ""
+        if "TIME LIMIT" in msg or "TIME LIMIT" in why:
+            return "slurm_time_limit", f
+        if "PREEMPTION" in msg:
+            return "slurm_preempted", f
+        if "NODE FAILURE" in msg or "NODE_FAIL" in msg:
+            return "node_fail", f
+        return "slurm_cancelled", f
+    if "CUDA error" in msg:
+        m = _RX["cuda_error"].search(msg)
+        what = (m.group("what") if m else msg.split("CUDA error", 1)[1]).strip(" :")[:200]
+        kind = "ecc_error" if "ECC" in what else "cuda_error"
+        return kind, {"what": what}
+    if "ECC error" in msg:
+        return "ecc_error", {"what": msg[:200]}
+    if "failed (exitcode: " in msg:
+        m = _RX["tr_failed"].search(msg)
+        if m:
+            return "torchrun_failed", {"exitcode": int(m.group("code")), "local_rank": int(m.group("lr")), "pid": int(m.group("pid"))}
+        return "torchrun_failed", {}
+    if "Root Cause (first observed failure)" in msg:
+        return "torchrun_root_marker", {}
+    m = _RX["tr_field"].match(msg)
+    if m and ("      : " in msg or "  : " in msg or "error_file:" in msg):
+        return "torchrun_field", {"key": m.group("k"), "value": m.group("v").strip()}
+    if "closing signal" in msg:
+        m = _RX["closing"].search(msg)
+        return "sigterm_sent", ({"pid": int(m.group("pid")), "signal": m.group("sig")} if m else {})
+    if "death signal, shutting down workers" in msg:
+        m = _RX["death"].search(msg)
+        return "agent_signal", ({"signal": m.group("sig")} if m else {})
+    if "worker group finished" in msg or "(SUCCEEDED)" in msg:
+        return ("run_succeeded" if "SUCCEEDED" in msg else "worker_group_failed"), {}
+    if "SignalException" in msg:
+        return "agent_signal", {"what": msg[:200]}
+    if "NCCL WARN" in msg:
+        return _nccl_warn(msg)
+    m = _RX["nan_loss"].search(msg)
+    if m:
+        f = {"metric": m.group("name").strip(), "value": m.group("v")}
+        it = _RX["iteration"].search(msg)
+        if it:
+            f["step"] = int(it.group("i"))
+        return "nan_loss", f
+    m = _RX["nan_count"].search(msg)
+    if m:
+        f = {"nan_iterations": int(m.group("n"))}
+        it = _RX["iteration"].search(msg)
+        if it:
+            f["step"] = int(it.group("i"))
+        return "nan_loss", f
+    if re.search(r"(?:found|[Dd]etected) (?:NaN|nan|Inf|inf)|non-finite|NaN or Inf", msg):
+        return "nan_detected", {"what": msg[:200]}
+    m = _RX["retry_frac"].search(msg)
+    if m:
+        return "retry", {"attempt": int(m.group("k")), "max": int(m.group("n")), "reason": _reason(msg)}
+    m = _RX["retry_total"].search(msg)
+    if m:
+        return "retry", {"remaining": int(m.group("left")), "reason": _reason(msg)}
+    if "Max retries exceeded" in msg:
+        return "retry_exhausted", {"reason": _reason(msg)}
+    if "AISBatchLoaderError" in msg or "DataLoader" in msg or re.search(r"[Dd]ata ?[Ll]oad", msg):
+        return "data_error", {"what": msg[:300]}
+    if any(s in msg for s in ("Input/output error", "No space left on device", "Stale file handle", "Disk quota exceeded")):
+        return "storage_error", {"what": msg[:300]}
+    if "NCCL error" in msg or re.search(r"nccl\w+Error|ncclInvalid\w+", msg):
+        code = re.search(r"nccl\w+Error|ncclInvalid\w+", msg)
+        f = {"nccl_code": code.group(0)} if code else {}
+        if "remote process exited or there was a network error" in msg:
+            f["remote_or_network"] = True
+        return "nccl_error", f
+    if "Segmentation fault" in msg or "Fatal Python error" in msg:
+        return "segfault", {"what": msg[:200]}
+    m = _RX["exception"].search(msg)
+    if m:
+        etype = m.group("type")
+        return "python_exception", {"type": etype.rsplit(".", 1)[-1], "qualified": etype, "message": m.group("msg")[:300]}
+    if "Traceback (most recent call last)" in msg:
+        return "traceback", {}
+    if any(s in msg for s in ("Connection reset by peer", "Connection refused", "Broken pipe", "No route to host", "Read timed out")):
+        return "connection_error", {"reason": _reason(msg)}
+    if "raining completed" in msg or "raining finished" in msg or "raining done" in msg or "` reached" in msg:
+        return "run_succeeded", {}
+    return None
+
+
+def _reason(msg: str) -> str:
+    for s in ("Connection reset by peer", "Connection refused", "Broken pipe", "No route to host", "Read timed out", "timed out", "Connection aborted"):
+        if s in msg:
+            return s
+    return ""
+
+
+def _nccl_warn(msg: str) -> Result:
+    body = msg.split("NCCL WARN", 1)[1].strip()
+    f: dict[str, Any] = {"what": body[:300]}
+    m = NCCL_HOST.search(msg)
+    if m:
+        f["nccl_host"] = m.group("host")
+        f["cuda_device"] = int(m.group("dev"))
+    if "Mismatched collective" in body:
+        return "collective_mismatch", f
+    low = body.lower()
+    if any(s in body for s in ("NET/", "IB", "ibv_", "Socket", "socket", "peer", "Connection", "mlx5", "RoCE")) or "network" in low:
+        return "network_error", f
+    if "cuda" in low:
+        return "cuda_error", f
+    return "nccl_warn", f

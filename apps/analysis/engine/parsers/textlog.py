@@ -1,0 +1,300 @@
+"""The text-log parser: worker stderr/stdout (per node or per rank), dmesg, SLURM output.
+
+One pass over the file in large binary chunks:
+1. the prefilter (``scan.get_scanner``) nominates candidate lines in each chunk;
+2. each candidate is decoded (``errors="replace"``), peeled of its envelope and
+   classified precisely (``classify.classify``); a message cut by terminal
+   wrapping is retried with the next line(s) joined;
+3. line numbers come from counting ``\\n`` between candidates;
+4. the head and the tail of the file are read with full regexes for job facts
+   (``facts.read_region``).
+Memory is bounded by the chunk size, the head/tail sizes and the event caps.
+"""
+
+from __future__ import annotations
+
+from typing import Any, BinaryIO
+
+from ..detect import host_from_name, rank_from_name
+from ..envelope import find_time, iso_from_text, peel
+from ..model import MAX_EVENT_TEXT, MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
+from ..scan import get_scanner
+from . import Progress, register_parser
+from .classify import NCCL_HOST, classify
+from .facts import read_region
+
+CHUNK = 8 << 20
+HEAD = 96 << 10
+TAIL = 96 << 10
+MAX_LINE = 4 << 20  # a "line" longer than this is cut (binary junk, a minified blob)
+# kinds where the last occurrence matters as much as the first
+_KEEP_LAST = {"nccl_progress", "retry", "connection_error", "nan_loss", "run_succeeded"}
+_NCCL_KINDS = {
+    "watchdog_timeout",
+    "watchdog_failure",
+    "async_exception",
+    "blocking_wait_timeout",
+    "comm_aborted",
+    "watchdog_exit",
+}
+
+
+class _Collector:
+    """Applies the per-(kind, rank) cap while keeping true counts."""
+
+    def __init__(self, result: ParseResult) -> None:
+        self.result = result
+        self.per_key: dict[tuple[str, int | None], int] = {}
+        self.last: dict[tuple[str, int | None], Event] = {}
+
+    def add(self, ev: Event) -> None:
+        counts = self.result.event_counts
+        counts[ev.kind] = counts.get(ev.kind, 0) + 1
+        key = (ev.kind, ev.rank)
+        n = self.per_key.get(key, 0) + 1
+        self.per_key[key] = n
+        if n <= MAX_EVENTS_PER_KIND_PER_RANK:
+            self.result.events.append(ev)
+        elif ev.kind in _KEEP_LAST:
+            ev.fields["nth"] = n
+            self.last[key] = ev
+
+    def finish(self) -> None:
+        self.result.events.extend(self.last.values())
+        self.result.events.sort(key=lambda e: e.line)
+
+
+class _Summary:
+    """Assembles torchrun ChildFailedError summaries from their field lines."""
+
+    def __init__(self, collector: _Collector, name: str) -> None:
+        self.c = collector
+        self.name = name
+        self.root_section = False
+        self.cur: dict[str, Any] | None = None
+
+    def marker(self) -> None:
+        self.flush()
+        self.root_section = True
+
+    def field(self, key: str, value: str, line: int, text: str) -> None:
+        if key == "time" or self.cur is None:
+            self.flush()
+            self.cur = {"fields": {"root_cause": self.root_section}, "line": line, "text": text}
+        f = self.cur["fields"]
+        if key == "time":
+            f["time_text"] = value
+        elif key == "host":
+            f["host"] = value
+        elif key == "rank":
+            parts = value.replace("(", " ").replace(")", " ").replace(":", " ").split()
+            if parts and parts[0].lstrip("-").isdigit():
+                f["rank"] = int(parts[0])
+            if "local_rank" in parts:
+                i = parts.index("local_rank")
+                if i + 1 < len(parts) and parts[i + 1].isdigit():
+                    f["local_rank"] = int(parts[i + 1])
+            self.cur["line"], self.cur["text"] = line, text
+        elif key == "exitcode":
+            head = value.split()[0] if value.split() else ""
+            if head.lstrip("-").isdigit():
+                f["exitcode"] = int(head)
+        elif key in ("error_file", "traceback"):
+            f[key] = value[:300]
+            if key == "traceback":
+                self.flush()
+
+    def flush(self) -> None:
+        if self.cur is None:
+            return
+        f = self.cur["fields"]
+        ev = Event(
+            kind="torchrun_failure",
+            line=self.cur["line"],
+            text=self.cur["text"],
+            rank=f.get("rank"),
+            host=f.get("host"),
+            time=iso_from_text(f.get("time_text", "")),
+            level="E",
+            fields=f,
+            file=self.name,
+        )
+        self.c.add(ev)
+        if f.get("root_cause"):
+            self.root_section = False
+        self.cur = None
+
+
+class TextLogParser:
+    name = "text_log"
+    kinds = ("rank_log", "dmesg", "slurm_job", "nccl_tests", "nvidia_smi", "aistore", "topology", "bisection")
+
+    def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
+        name = result.name
+        file_rank = rank_from_name(name)
+        file_host = host_from_name(name)
+        scanner = get_scanner()
+        result.facts["scanner"] = scanner.name
+        collector = _Collector(result)
+        summary = _Summary(collector, name)
+        line_no = 0  # lines fully before the current block
+        offset = 0
+        carry = b""
+        head = bytearray()
+        tail = b""
+        while True:
+            data = stream.read(CHUNK)
+            final = not data
+            buf = carry + data if data else carry
+            if not buf:
+                break
+            if final:
+                block, carry = buf, b""
+            else:
+                cut = buf.rfind(b"\n") + 1
+                if cut == 0:
+                    if len(buf) < MAX_LINE:
+                        carry = buf
+                        continue
+                    cut = len(buf)
+                    result.warn(f"a line longer than {MAX_LINE >> 20} MiB was cut near byte {offset}")
+                block, carry = buf[:cut], buf[cut:]
+            if len(head) < HEAD:
+                head += block[: HEAD - len(head)]
+            spans = scanner.line_spans(block)
+            pos = 0
+            ln = line_no
+            skip_until = -1
+            for s, e in spans:
+                ln += block.count(b"\n", pos, s)
+                pos = s
+                if s <= skip_until:
+                    continue
+                used_end = self._line(block, s, e, ln + 1, result, collector, summary, file_rank, file_host)
+                skip_until = used_end
+            line_no = ln + block.count(b"\n", pos)
+            if final and block and not block.endswith(b"\n"):
+                line_no += 1
+            offset += len(block)
+            result.line_index.append((line_no + 1, offset))
+            tail = (tail + block)[-TAIL:] if len(block) < TAIL else block[-TAIL:]
+            if progress:
+                progress(offset, 0, f"{name}: {offset >> 20} MiB")
+            if final:
+                break
+        summary.flush()
+        collector.finish()
+        result.lines = line_no
+        result.bytes = offset
+        if result.line_index and result.line_index[-1][1] >= offset:
+            result.line_index.pop()
+        result.line_index.insert(0, (1, 0))
+        head_text = bytes(head).decode("utf-8", errors="replace")
+        read_region(head_text, result, file_rank, where="head")
+        if offset > HEAD:
+            # the part of the tail not already read as head; drop its first partial line
+            t = tail[-(offset - HEAD) :] if offset - HEAD < len(tail) else tail
+            nl = t.find(b"\n")
+            read_region(t[nl + 1 :].decode("utf-8", errors="replace"), result, file_rank, where="tail")
+        self._finish(result, file_rank, file_host)
+
+    def _line(
+        self,
+        block: bytes,
+        s: int,
+        e: int,
+        line: int,
+        result: ParseResult,
+        collector: _Collector,
+        summary: _Summary,
+        file_rank: int | None,
+        file_host: str | None,
+    ) -> int:
+        raw = block[s:e].decode("utf-8", errors="replace").rstrip("\r")
+        env = peel(raw)
+        (res, needs_more) = classify(env.message)
+        used_end = e
+        cont_line = None
+        if needs_more:
+            # terminal wrapping: join up to two following lines, peeled, and retry
+            msg = env.message
+            nxt_start = e + 1
+            for extra in range(1, 3):
+                nxt_end = block.find(b"\n", nxt_start)
+                if nxt_end < 0 or nxt_start >= len(block):
+                    break
+                nraw = block[nxt_start:nxt_end].decode("utf-8", errors="replace").rstrip("\r")
+                nmsg = peel(nraw).message
+                for joiner in ("", " "):
+                    r2, more2 = classify(msg + joiner + nmsg)
+                    if r2 is not None and not more2:
+                        res, needs_more, used_end, cont_line = r2, False, nxt_end, line + extra
+                        break
+                if not needs_more:
+                    break
+                msg = msg + nmsg
+                nxt_start = nxt_end + 1
+        if res is None:
+            return e
+        kind, fields = res
+        if kind == "torchrun_marker" or kind == "torchrun_root_marker":
+            summary.marker()
+            return used_end
+        text = raw if len(raw) <= MAX_EVENT_TEXT else raw[:MAX_EVENT_TEXT] + "…"
+        if kind == "torchrun_field":
+            summary.field(fields["key"], fields["value"], line, text)
+            return used_end
+        if cont_line:
+            fields["continued_on_line"] = cont_line
+        rank = env.rank if env.rank is not None else file_rank
+        if rank is None and env.task is not None:
+            rank = env.task
+            fields["rank_from"] = "srun_label"
+        if rank is None and kind in _NCCL_KINDS and fields.get("work_rank") is not None:
+            if fields.get("pg") in (None, "0"):
+                rank = fields["work_rank"]
+                fields["rank_from"] = "work_prefix"
+        host = env.host or fields.get("nccl_host") or fields.get("host")
+        if host is None and " NCCL " in env.message:
+            mh = NCCL_HOST.match(env.message)
+            if mh:
+                host = mh.group("host")
+        host = host or file_host
+        t = env.time
+        if t is None and kind in ("slurm_time_limit", "slurm_preempted", "node_fail", "slurm_cancelled"):
+            t = iso_from_text(fields.get("at", "")) if fields.get("at") else None
+        if t is None:
+            t = find_time(raw)
+        level = env.level
+        collector.add(
+            Event(kind=kind, line=line, text=text, rank=rank, host=host, time=t, level=level, fields=fields, file=result.name)
+        )
+        if rank is not None and host and rank not in result.rank_hosts:
+            result.rank_hosts[rank] = host
+        return used_end
+
+    def _finish(self, result: ParseResult, file_rank: int | None, file_host: str | None) -> None:
+        ranks = set(result.rank_info)
+        ranks.update(e.rank for e in result.events if e.rank is not None)
+        if file_rank is not None:
+            ranks.add(file_rank)
+        result.ranks = sorted(ranks)
+        hosts = list(result.hosts)
+        for h in list(result.rank_hosts.values()) + [e.host for e in result.events if e.host]:
+            if h and h not in hosts:
+                hosts.append(h)
+        if not hosts and file_host:
+            hosts.append(file_host)
+        if file_host:
+            result.facts["file_host"] = file_host
+            if not result.rank_hosts and result.kind == "rank_log":
+                for r in ranks:
+                    result.rank_hosts[r] = file_host
+        if file_rank is not None:
+            result.facts["file_rank"] = file_rank
+        result.hosts = hosts[:256]
+        if result.kind == "rank_log" and not ranks:
+            result.warn("no rank could be told from this file (no [rankN]: prefix, no rank in its name)")
+
+
+register_parser(TextLogParser())

@@ -1,0 +1,114 @@
+"""The prefilter pattern set: what makes a line worth a precise look.
+
+Rules for adding a pattern (they keep the scan fast and the candidates rare):
+- prefer rare literals over regexes; no case-insensitive flag (spell the
+  variants), no ``^``/``$`` anchors (block scans of many lines);
+- never match routine lines: ``NCCL_IB_TIMEOUT`` env banners (so no
+  ``NCCL.*timeout``), ``INFO`` (so no bare ``Inf``), Megatron's
+  ``number of nan iterations: 0`` (so NaN only next to a loss value or a
+  non-zero count);
+- the syntax must be understood by Hyperscan, Python ``re`` and ripgrep alike:
+  the benchmark hands the same file to ripgrep (``write_pattern_file``).
+
+A pattern only nominates a line; ``parsers/classify.py`` decides what it is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PATTERNS: tuple[str, ...] = (
+    # PyTorch ProcessGroupNCCL watchdog / heartbeat, all wordings
+    r"Watchdog caught collective operation timeout",
+    r"detected by watchdog at work",
+    r"Timeout at NCCL work",
+    r"watchdog thread terminated with exception",
+    r"NCCL communicator was aborted",
+    r"to signal dumping",
+    r"to set the dump signal",
+    r"dump signal from another rank",
+    r"Received a dump signal",
+    r"Received a timeout signal",
+    r"raised the following async exception",
+    r"timed out in blocking wait",
+    r"taking the entire process down",
+    r"Some NCCL operations have failed",
+    r"terminated the process after attempting to dump",
+    r"Terminating the process after attempting to dump",
+    r"watchdog got stuck for",
+    r"Heartbeat monitor timed out",
+    r"remote error detected from rank",
+    r"NCCL Work update periodically",
+    # NCCL itself and collective mismatches
+    r"NCCL WARN",
+    r"NCCL error",
+    r"nccl(?:RemoteError|SystemError|UnhandledCudaError|InternalError|InvalidUsage|InvalidArgument)",
+    r"Mismatched collective",
+    r"Detected mismatch between collectives",
+    # GPU, memory, hardware
+    r"CUDA out of memory",
+    r"OutOfMemoryError",
+    r"CUDA error",
+    r"NVRM: Xid",
+    r"fallen off the bus",
+    r"Out of memory: Killed process",
+    r"invoked oom-killer",
+    r"oom-kill event",
+    r"ECC error",
+    # scheduler / infrastructure
+    r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)",
+    r"NODE_FAIL",
+    r"slurmstepd: error",
+    r"Exceeded job memory limit",
+    # torchrun / elastic
+    r"failed \(exitcode: ",
+    r"Root Cause \(first observed failure\)",
+    r"(?:time|host|rank) {6}: ",
+    r"exitcode  : ",
+    r"Sending process [0-9]+ closing signal",
+    r"death signal, shutting down workers",
+    r"SignalException",
+    r"worker group finished",
+    # Python-level failures
+    r"[A-Za-z][A-Za-z0-9_]*(?:Error|Exception): ",
+    r"Traceback \(most recent call last\)",
+    r"Segmentation fault",
+    r"Fatal Python error",
+    # numerical
+    r"[Ll]oss[A-Za-z_ ]{0,20}[=:] *-?(?:nan|NaN|NAN|inf|Inf|INF)\b",
+    r"number of nan iterations: *[1-9]",
+    r"(?:found|[Dd]etected) (?:NaN|nan|Inf|inf)",
+    r"non-finite",
+    r"NaN or Inf",
+    # retries, connections, storage, data loading
+    r"[Rr]etrying [0-9]+/[0-9]+",
+    r"[Rr]etry [0-9]+/[0-9]+",
+    r"[Rr]etry [0-9]+ of [0-9]+",
+    r"Retrying \(Retry\(",
+    r"Max retries exceeded",
+    r"Connection reset by peer",
+    r"Connection refused",
+    r"Broken pipe",
+    r"No route to host",
+    r"Input/output error",
+    r"No space left on device",
+    r"Stale file handle",
+    r"Disk quota exceeded",
+    r"DataLoader worker",
+    r"DataLoader timed out",
+    r"AISBatchLoaderError",
+    r"[Dd]ata ?[Ll]oader (?:stall|is slow|slow|timeout|timed out|hang)",
+    r"[Dd]ata loading (?:stall|is slow|slow|timeout|timed out|hang)",
+    r"Read timed out",
+    # success markers (a run that finished)
+    r"\(SUCCEEDED\)",
+    r"[Tt]raining (?:completed|finished|done)",
+    r"`max_steps=[0-9]+` reached",
+)
+
+
+def write_pattern_file(path: str | Path) -> Path:
+    """One pattern per line, for ``rg -f`` (the benchmark's fair comparison)."""
+    p = Path(path)
+    p.write_text("\n".join(PATTERNS) + "\n", encoding="utf-8")
+    return p

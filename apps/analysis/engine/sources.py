@@ -1,0 +1,119 @@
+"""``read_paths``: files, directories and archives → ``(name, binary stream)`` pairs.
+
+Archives are NOT expanded here: that is the job of the shared archive-safety
+module ``apps.lib.archives`` (the same rules as uploads: members stay in a
+private temporary space, no ``..``/absolute paths, size and ratio limits).
+This module only needs one function from it::
+
+    iter_members(path: str | Path) -> Iterator[tuple[str, BinaryIO | Exception]]
+
+yielding each member's path inside the archive with an open binary stream, or
+the exception that made it unsafe/unreadable. When the module is absent, an
+archive is reported as unreadable (the CLI shows it in the artifacts list) and
+the other files are still analysed.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+_MAGIC = (
+    (0, b"\x1f\x8b"),  # gzip
+    (0, b"PK\x03\x04"),  # zip
+    (0, b"BZh"),  # bzip2
+    (0, b"\xfd7zXZ\x00"),  # xz
+    (0, b"\x28\xb5\x2f\xfd"),  # zstd
+    (257, b"ustar"),  # tar
+)
+
+
+class UnreadableStream(io.RawIOBase):
+    """A stream that fails on first read with a message ``parse_artifact`` will report."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        raise OSError(self.reason)
+
+
+def is_archive(head: bytes) -> bool:
+    return any(head[off : off + len(m)] == m for off, m in _MAGIC)
+
+
+def _expand(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:
+    try:
+        from apps.lib import archives  # noqa: PLC0415 — owned by the ingest side
+    except ImportError:
+        archives = None
+    fn = getattr(archives, "iter_members", None) if archives else None
+    if fn is None:
+        yield name, UnreadableStream(
+            "archive expansion needs apps.lib.archives.iter_members, which is not available; "
+            "extract the archive and pass the directory"
+        )
+        return
+    for member, stream in fn(path):
+        full = f"{name}/{member}"
+        if isinstance(stream, Exception):
+            yield full, UnreadableStream(f"skipped: {stream}")
+        else:
+            try:
+                yield full, stream
+            finally:
+                stream.close()
+
+
+def _one(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:
+    try:
+        f = open(path, "rb")  # noqa: SIM115 — closed below, after the consumer is done
+    except OSError as exc:
+        yield name, UnreadableStream(f"cannot open: {exc.strerror or exc}")
+        return
+    try:
+        head = f.read(512)
+        if is_archive(head):
+            f.close()
+            yield from _expand(path, name)
+            return
+        f.seek(0)
+        yield name, f
+    finally:
+        f.close()
+
+
+def iter_files(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[str, Path]]:
+    """Regular files under ``paths`` with display names; symlinks inside directories are skipped."""
+    for p in paths:
+        path = Path(p)
+        if path.is_dir():
+            for root, dirs, files in os.walk(path, followlinks=False):
+                dirs.sort()
+                for fn in sorted(files):
+                    fp = Path(root) / fn
+                    if fp.is_symlink() or not fp.is_file():
+                        continue
+                    yield str(Path(path.name) / fp.relative_to(path)), fp
+        else:
+            yield path.name if path.is_file() else str(path), path
+
+
+def read_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[str, BinaryIO]]:
+    """Each file under ``paths`` (recursively, archives expanded) as ``(name, stream)``.
+
+    Streams are closed when the iteration moves on: consume each before the next.
+    A path that does not exist or cannot be read yields a stream that fails on read,
+    so the caller reports it and goes on.
+    """
+    for name, path in iter_files(paths):
+        if not path.exists():
+            yield name, UnreadableStream("no such file or directory")
+            continue
+        yield from _one(path, name)
