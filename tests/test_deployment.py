@@ -1,0 +1,61 @@
+"""The production shape described by docker-compose.yml is one a user can start."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _compose_command() -> list[str]:
+    if (
+        shutil.which("docker")
+        and subprocess.run(
+            ["docker", "compose", "version"], capture_output=True, check=False
+        ).returncode
+        == 0
+    ):
+        return ["docker", "compose"]
+    if shutil.which("docker-compose"):
+        return ["docker-compose"]
+    pytest.fail(
+        "neither 'docker compose' nor 'docker-compose' is installed (make test installs it)"
+    )
+
+
+def test_compose_accepts_the_production_file():
+    result = subprocess.run(
+        [*_compose_command(), "-f", "docker-compose.yml", "config", "-q"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_compose_runs_every_role_of_the_production_shape():
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    for role in [
+        "web",
+        "worker-ingest",
+        "worker-analysis",
+        "beat",
+        "postgres",
+        "redis",
+        "objectstore",
+    ]:
+        assert role in services, role
+    queues = {name: " ".join(map(str, svc.get("command", []))) for name, svc in services.items()}
+    assert "-Q ingest" in queues["worker-ingest"]
+    assert "-Q analysis" in queues["worker-analysis"]
+    env = services["web"]["environment"]
+    assert env["RANKSCOPE_STORAGE"] == "s3"
+    assert env["CELERY_BROKER_URL"].startswith("redis://")
+    assert env["DATABASE_URL"].startswith("postgres://")
+    for name in ["web", "postgres", "redis", "objectstore"]:
+        assert "healthcheck" in services[name], name
