@@ -29,6 +29,7 @@ CANONICAL: dict[str, pa.DataType] = {
     "throughput": pa.float64(),  # tokens or samples per second, as given
     "grad_norm": pa.float64(),
     "mem_allocated": pa.float64(),
+    "line": pa.int64(),  # 1-based line of the row in its file
 }
 
 # alias (lower-cased, non-alphanumerics collapsed to "_") → (canonical, scale to seconds)
@@ -40,6 +41,7 @@ def _alias(canonical: str, scale: float, *names: str) -> None:
         _ALIASES[n] = (canonical, scale)
 
 
+_alias("line", 1, "line", "_line")
 _alias("rank", 1, "rank", "global_rank", "rank_id", "worker", "gpu_rank")
 _alias("step", 1, "step", "iteration", "iter", "global_step", "trainer_global_step", "it")
 _alias("host", 1, "host", "hostname", "node", "node_name", "nodename")

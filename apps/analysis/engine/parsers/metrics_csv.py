@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any, BinaryIO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
@@ -14,6 +16,72 @@ from ..model import ParseResult
 from . import ParseError, Progress, register_parser
 
 
+MAX_BYTES = 256 << 20
+
+
+def _line_map(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, bytes]:
+    """(1-based numbers, starts, ends) of the non-empty lines of ``data``."""
+    arr = np.frombuffer(data, dtype=np.uint8)
+    nl = np.flatnonzero(arr == 10)
+    starts = np.concatenate(([0], nl + 1))
+    ends = np.concatenate((nl, [len(data)]))
+    width = ends - starts
+    cr = np.zeros_like(width, dtype=bool)
+    has = width > 0
+    cr[has] = arr[ends[has] - 1] == 13
+    ends = ends - cr
+    keep = (ends - starts) > 0
+    numbers = np.flatnonzero(keep) + 1
+    return numbers, starts[keep], ends[keep], data
+
+
+def _sample(lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes], row: int, table: pa.Table) -> dict[str, Any]:
+    numbers, starts, ends, data = lines
+    i = row + 1  # line 0 of the map is the header
+    step = table.column("step")[row].as_py() if "step" in table.column_names else None
+    return {
+        "line": int(numbers[i]),
+        "text": data[starts[i] : ends[i]].decode("utf-8", errors="replace"),
+        "step": step,
+    }
+
+
+def _samples(table: pa.Table, lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes]) -> dict[str, Any]:
+    """Raw rows kept as evidence, per rank: first, last, slowest, most typical, first NaN loss."""
+    n = table.num_rows
+    if n == 0:
+        return {}
+    ranks = table.column("rank").to_numpy(zero_copy_only=False) if "rank" in table.column_names else np.zeros(n)
+    ranks = np.where(np.isnan(ranks.astype(float)), -1, ranks).astype(np.int64)
+    st = table.column("step_time").to_numpy(zero_copy_only=False).astype(float) if "step_time" in table.column_names else None
+    loss = table.column("loss").to_numpy(zero_copy_only=False).astype(float) if "loss" in table.column_names else None
+    out: dict[str, Any] = {}
+    order = np.argsort(ranks, kind="stable")
+    bounds = np.flatnonzero(np.diff(ranks[order])) + 1
+    for idx in np.split(order, bounds):
+        key = str(int(ranks[idx[0]])) if "rank" in table.column_names else "all"
+        s: dict[str, Any] = {"first": _sample(lines, int(idx[0]), table), "last": _sample(lines, int(idx[-1]), table)}
+        if st is not None:
+            v = st[idx]
+            ok = ~np.isnan(v)
+            if ok.any():
+                med = np.median(v[ok])
+                s["median"] = _sample(lines, int(idx[ok][np.argmin(np.abs(v[ok] - med))]), table)
+                s["max"] = _sample(lines, int(idx[ok][np.argmax(v[ok])]), table)
+        if loss is not None:
+            li = loss[idx]
+            bad = idx[np.isinf(li) | (np.isnan(li) & _present(table, "loss", idx))]
+            if bad.size:
+                s["first_nan"] = _sample(lines, int(bad[0]), table)
+        out[key] = s
+    return out
+
+
+def _present(table: pa.Table, col: str, idx: np.ndarray) -> np.ndarray:
+    valid = table.column(col).is_valid().to_numpy(zero_copy_only=False)
+    return valid[idx]
+
+
 class MetricsParser:
     name = "metrics"
     kinds = ("metrics",)
@@ -21,10 +89,22 @@ class MetricsParser:
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         first = stream.read(1 << 16)
         body = _Rewind(first, stream)
+        lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes] | None = None
         if first.lstrip()[:1] == b"{":
             table = self._jsonl(body, result)
         else:
-            table = self._csv(body, first, result)
+            data = body.read(MAX_BYTES + 1)
+            if len(data) > MAX_BYTES:
+                result.warn(f"metrics file cut at {MAX_BYTES >> 20} MiB")
+                data = data[: data.rfind(b"\n", 0, MAX_BYTES) + 1]
+            table = self._csv(_Rewind(data, io.BytesIO()), data[:65536], result)
+            lines = _line_map(data)
+            result.bytes = len(data)
+            if lines[0].size - 1 != table.num_rows:
+                result.warn("rows and lines do not line up (quoted newlines?); metrics evidence omitted")
+                lines = None
+        if "_line" not in table.column_names and lines is not None:
+            table = table.append_column("_line", pa.array(lines[0][1:], pa.int64()))
         table, notes = normalise_columns(table)
         for n in notes:
             result.warn(n)
@@ -48,6 +128,8 @@ class MetricsParser:
                         result.rank_hosts[r] = h
                 result.hosts = sorted(set(result.rank_hosts.values()))
         result.facts["metrics_columns"] = table.column_names
+        if lines is not None:
+            result.facts["metrics_samples"] = _samples(table, lines)
 
     def _csv(self, body: _Rewind, first: bytes, result: ParseResult) -> pa.Table:
         head_line = first.split(b"\n", 1)[0]

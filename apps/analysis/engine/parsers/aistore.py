@@ -1,0 +1,209 @@
+"""AIStore daemon logs (targets and proxies) → time range, restarts, stats counters, errors.
+
+File names tell the daemon and when the file starts::
+
+    aistarget.ais-target-3.INFO.0514-210038.1          (MMDD-HHMMSS)
+    aisproxy.ais-proxy-1.root.log.INFO.20250514-210038.1  (glog: YYYYMMDD-HHMMSS)
+
+Lines are ``<I|W|E> [YYYY-MM-DD ]HH:MM:SS.micro <file:line> message``; most
+have the time only, so the date comes from the file name or the
+``Started up at 2025/05/13 19:28:24, host …`` / ``Rotated at …`` header and is
+advanced when the clock wraps past midnight. ``common:NNN 14 May 25 21:00 UTC ====``
+markers state the timezone. Periodic stats lines (``{get.n:…,err.get.n:…}``) are
+kept as counter samples (``facts["aistore"]["stats"]``); E/W lines become events:
+
+- ``ais_pressure`` — resource pressure, disk/memory critical, low memory, forced GC
+- ``ais_stream_broken`` — inter-target data mover (``shared-dm``) stream terminated / broken pipe
+- ``ais_out_of_bounds`` — ``x-get-batch`` … ``out-of-bounds index``
+- ``ais_dropped`` — ``… not found, dropping recv`` (objects dropped after the batch was aborted)
+- ``ais_restart`` — the daemon started (a ``Started up at`` header)
+- ``ais_error`` / ``ais_warning`` — any other E / W line
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any, BinaryIO
+
+from ..detect import basename
+from ..model import MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
+from . import ParseError, Progress, register_parser
+from ._lines import clip, iter_lines
+
+_NAME = re.compile(
+    r"^ais(?P<role>target|proxy)\.(?P<id>[^.]+(?:\.[^.]+)*?)\.(?:[\w-]+\.log\.)?(?:INFO|WARNING|ERROR)\."
+    r"(?P<stamp>(?:\d{8}|\d{4})-\d{6})"
+)
+_LINE = re.compile(
+    r"^(?P<l>[IWE]) (?:(?P<d>\d{4}[-‑/]\d\d[-‑/]\d\d) )?(?P<t>\d\d:\d\d:\d\d)(?:\.(?P<f>\d+))? (?P<m>.*)$"
+)
+_HEADER = re.compile(
+    r"^(?P<what>Started up|Rotated) at (?P<d>\d{4}/\d\d/\d\d) (?P<t>\d\d:\d\d:\d\d), host (?P<h>[\w.-]+)"
+)
+_TZ = re.compile(r"(?P<d>\d{1,2} [A-Z][a-z]{2} \d\d) (?P<t>\d\d:\d\d) (?P<tz>[A-Z]{2,5}|[+-]\d{4}) =====")
+_KV = re.compile(r"([A-Za-z][\w.-]*):(-?\d+)")
+_PRESSURE = re.compile(
+    r"resource pressure|load=critical|dsk=critical|disk[^,;]*critical|mem=low|memory pressure|low memory|"
+    r"oom|free memory|force[d ]?[- ]?gc|FreeOSMemory|out of space|high[- ]wm|housekeeping skipped",
+    re.I,
+)
+MAX_STATS = 4000
+_KEEP_COUNTERS = re.compile(r"^(?:err\.|get\.n$|put\.n$|.*batch.*|.*broken.*|kalive|.*\.err\b|.*\.n\.err|lst\.n$)")
+
+
+def _stamp_start(stamp: str, year: int | None) -> datetime | None:
+    try:
+        if len(stamp) == 15:  # YYYYMMDD-HHMMSS
+            return datetime.strptime(stamp, "%Y%m%d-%H%M%S")
+        return datetime.strptime(f"{year or 2000}{stamp}", "%Y%m%d-%H%M%S")
+    except ValueError:
+        return None
+
+
+def daemon_of(name: str) -> dict[str, Any]:
+    """``{"role", "daemon", "stamp"}`` from an AIS log file name (empty values when unknown)."""
+    base = basename(name)
+    m = _NAME.match(base)
+    if not m:
+        role = "target" if "target" in base else ("proxy" if "proxy" in base else "unknown")
+        return {"role": role, "daemon": base.split(".")[1] if base.count(".") > 1 else base, "stamp": None}
+    return {"role": m.group("role"), "daemon": m.group("id"), "stamp": m.group("stamp")}
+
+
+def classify_ais(level: str, msg: str) -> str | None:
+    if "shared-dm" in msg and ("broken pipe" in msg or "terminated" in msg or "reset by peer" in msg):
+        return "ais_stream_broken"
+    if "out-of-bounds index" in msg:
+        return "ais_out_of_bounds"
+    if "dropping recv" in msg or ("not found" in msg and "dropping" in msg):
+        return "ais_dropped"
+    if _PRESSURE.search(msg) and level in ("W", "E"):
+        return "ais_pressure"
+    if level == "E":
+        return "ais_error"
+    if level == "W":
+        return "ais_warning"
+    return None
+
+
+class AIStoreParser:
+    name = "aistore"
+    kinds = ("aistore",)
+
+    def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
+        info = daemon_of(result.name)
+        stamp = info["stamp"]
+        year: int | None = int(stamp[:4]) if stamp and len(stamp) == 15 else None
+        day: datetime | None = _stamp_start(stamp, year) if stamp else None
+        start_from_name = day
+        last_t: datetime | None = None
+        first_t: datetime | None = None
+        per_kind: dict[str, int] = {}
+        last_of: dict[str, Event] = {}
+        stats: list[dict[str, Any]] = []
+        tz: str | None = None
+        seen_lines = 0
+        for line_no, text in iter_lines(stream, result):
+            seen_lines += 1
+            mh = _HEADER.match(text)
+            if mh:
+                hd = datetime.strptime(f"{mh.group('d')} {mh.group('t')}", "%Y/%m/%d %H:%M:%S")
+                year = hd.year
+                if day is None or day.year == 2000 and stamp:
+                    day = hd if day is None else day.replace(year=hd.year)
+                    start_from_name = start_from_name and start_from_name.replace(year=hd.year)
+                if first_t is None:
+                    first_t = hd
+                if mh.group("what") == "Started up":
+                    self._add(result, per_kind, last_of, Event(kind="ais_restart", line=line_no, text=clip(text),
+                              host=mh.group("h"), time=hd.isoformat(), level="I",
+                              fields={"daemon": info["daemon"], "role": info["role"]}, file=result.name))
+                if mh.group("h") not in result.hosts:
+                    result.hosts.append(mh.group("h"))
+                continue
+            m = _LINE.match(text)
+            if not m:
+                mt = _TZ.search(text)
+                if mt:
+                    tz = mt.group("tz")
+                continue
+            mt = _TZ.search(m.group("m"))
+            if mt:
+                tz = mt.group("tz")
+            t = self._time(m, day, last_t)
+            if t is not None:
+                if last_t is not None and t < last_t - timedelta(hours=12) and not m.group("d"):
+                    t += timedelta(days=1)  # the clock wrapped past midnight
+                    day = (day or t) + timedelta(days=1)
+                last_t = t
+                first_t = first_t or t
+            msg = m.group("m")
+            level = m.group("l")
+            body = msg.split(" ", 1)[1] if re.match(r"[\w-]+:\d+ ", msg) else msg
+            if body.startswith("{") and ":" in body:
+                counters = {k: int(v) for k, v in _KV.findall(body) if _KEEP_COUNTERS.match(k)}
+                if len(stats) < MAX_STATS:
+                    stats.append({"time": t.isoformat() if t else None, "line": line_no, "counters": counters,
+                                  "text": clip(text)[:600]})
+                continue
+            kind = classify_ais(level, msg)
+            if kind is None:
+                continue
+            self._add(result, per_kind, last_of, Event(kind=kind, line=line_no, text=clip(text), host=info["daemon"],
+                      time=t.isoformat() if t else None, level=level,
+                      fields={"daemon": info["daemon"], "role": info["role"], "what": msg[:300]}, file=result.name))
+        if seen_lines == 0:
+            raise ParseError("empty AIStore log")
+        result.events.extend(e for k, e in last_of.items() if per_kind[k] > MAX_EVENTS_PER_KIND_PER_RANK)
+        result.events.sort(key=lambda e: e.line)
+        iso = lambda d: d.isoformat() if d else None  # noqa: E731
+        if year is None:  # no year anywhere: mark times "0000-" like the text logs do
+            for e in result.events:
+                if e.time and e.time.startswith("2000-"):
+                    e.time = "0000" + e.time[4:]
+            for s in stats:
+                if s["time"] and s["time"].startswith("2000-"):
+                    s["time"] = "0000" + s["time"][4:]
+        fix = (lambda v: "0000" + v[4:] if v and year is None and v.startswith("2000-") else v)  # noqa: E731
+        if info["daemon"] not in result.hosts:
+            result.hosts.insert(0, info["daemon"])
+        result.facts["aistore"] = {
+            "role": info["role"],
+            "daemon": info["daemon"],
+            "file_start": fix(iso(start_from_name)),
+            "first_time": fix(iso(first_t)),
+            "last_time": fix(iso(last_t)),
+            "timezone": tz,
+            "stats": stats,
+        }
+        if year:
+            result.facts["year"] = year
+
+    @staticmethod
+    def _time(m: re.Match[str], day: datetime | None, last: datetime | None) -> datetime | None:
+        hms = m.group("t")
+        frac = (m.group("f") or "0")[:6].ljust(6, "0")
+        if m.group("d"):
+            d = m.group("d").replace("‑", "-").replace("/", "-")
+            try:
+                return datetime.strptime(f"{d} {hms}.{frac}", "%Y-%m-%d %H:%M:%S.%f")
+            except ValueError:
+                return None
+        base = last or day or datetime(2000, 1, 1)
+        h, mi, s = (int(x) for x in hms.split(":"))
+        return base.replace(hour=h, minute=mi, second=s, microsecond=int(frac))
+
+    @staticmethod
+    def _add(result: ParseResult, per_kind: dict[str, int], last_of: dict[str, Event], ev: Event) -> None:
+        n = per_kind.get(ev.kind, 0) + 1
+        per_kind[ev.kind] = n
+        result.event_counts[ev.kind] = n
+        if n <= MAX_EVENTS_PER_KIND_PER_RANK:
+            result.events.append(ev)
+        else:
+            ev.fields["nth"] = n
+            last_of[ev.kind] = ev
+
+
+register_parser(AIStoreParser())

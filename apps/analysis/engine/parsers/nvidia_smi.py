@@ -1,0 +1,271 @@
+"""nvidia-smi uploads → per-GPU readings: ECC, retired/remapped rows, temperature, power, clocks.
+
+Three shapes are read, in one pass:
+- ``nvidia-smi -q`` (``==============NVSMI LOG==============``): sections per
+  ``GPU 00000000:18:00.0``; readings by their labels (``DRAM Uncorrectable``,
+  ``Double Bit ECC``, ``GPU Current Temp``, ``Power Draw``, ``SM`` clocks, the
+  ``Clocks (Event|Throttle) Reasons`` that are ``Active``…);
+- the default table (``| NVIDIA-SMI 535…``): ``|   0  NVIDIA H100 … | Bus-Id | ECC |``
+  followed by ``| N/A 34C P0 71W / 700W | 4MiB / 81559MiB | …``;
+- ``--query-gpu=… --format=csv`` with a header naming the fields.
+
+Each GPU becomes one ``gpu_reading`` event (its first line) whose fields hold
+the readings and, under ``lines``, the (line, text) of each reading so a
+finding can quote the exact line that shows, e.g., the uncorrectable count.
+The host comes from a hostname line, a ``host: …`` prefix or the file name.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from typing import Any, BinaryIO
+
+from ..detect import host_from_name
+from ..model import Event, ParseResult
+from . import ParseError, Progress, register_parser
+from ._lines import clip, iter_lines
+
+_GPU_HDR = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
+_KV = re.compile(r"^(?P<k>[A-Za-z][\w /().-]*?)\s*:\s*(?P<v>.*)$")
+_TABLE_GPU = re.compile(r"^\|\s+(?P<i>\d+)\s+(?P<name>.+?)\s+(?:On|Off)\s+\|\s*(?P<bus>[0-9A-Fa-f:.]+)\s+\S+\s+\|\s*(?P<ecc>\S+)\s*\|")
+_TABLE_USE = re.compile(
+    r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\d+)C\s+(?P<perf>P\d+)\s+(?:\S+\s+)?(?P<pw>[\d.]+|N/A)W?\s*/\s*(?P<cap>[\d.]+|N/A)W?\s*\|"
+    r"\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+)%"
+)
+_NUM = re.compile(r"-?\d+(?:\.\d+)?")
+_HOST_LINE = re.compile(r"^(?:=+\s*)?(?:host(?:name)?\s*[:=]\s*|#+\s*)(?P<h>[A-Za-z][\w.-]*\d[\w.-]*)\s*=*\s*$", re.I)
+
+# -q labels → reading names; values are numbers unless noted
+_Q_LABELS = {
+    "product name": "name",
+    "gpu current temp": "temp_c",
+    "gpu slowdown temp": "slowdown_temp_c",
+    "gpu shutdown temp": "shutdown_temp_c",
+    "gpu max operating temp": "max_operating_temp_c",
+    "memory current temp": "mem_temp_c",
+    "power draw": "power_w",
+    "average power draw": "power_w",
+    "instantaneous power draw": "power_w_instant",
+    "power limit": "power_limit_w",
+    "current power limit": "power_limit_w",
+    "enforced power limit": "enforced_power_limit_w",
+    "pending page blacklist": "pending_retirement",
+    "pending page retirement": "pending_retirement",
+    "remapping failure occurred": "remap_failure",
+    "minor number": "index",
+    "serial number": "serial",
+}
+_THROTTLE_SECTIONS = ("clocks throttle reasons", "clocks event reasons", "clocks_event_reasons")
+_CSV_FIELDS = {
+    "index": "index",
+    "name": "name",
+    "pci.bus_id": "bus",
+    "serial": "serial",
+    "temperature.gpu": "temp_c",
+    "temperature.memory": "mem_temp_c",
+    "power.draw": "power_w",
+    "power.draw.average": "power_w",
+    "power.limit": "power_limit_w",
+    "clocks.sm": "sm_clock_mhz",
+    "clocks.current.sm": "sm_clock_mhz",
+    "clocks.max.sm": "sm_clock_max_mhz",
+    "clocks.max.graphics": "gr_clock_max_mhz",
+    "clocks.gr": "gr_clock_mhz",
+    "memory.total": "mem_total_mib",
+    "memory.used": "mem_used_mib",
+    "ecc.errors.uncorrected.volatile.total": "ecc_uncorrected_volatile",
+    "ecc.errors.uncorrected.aggregate.total": "ecc_uncorrected_aggregate",
+    "ecc.errors.corrected.volatile.total": "ecc_corrected_volatile",
+    "ecc.errors.corrected.aggregate.total": "ecc_corrected_aggregate",
+    "retired_pages.double_bit.count": "retired_dbe",
+    "retired_pages.pending": "pending_retirement",
+    "remapped_rows.uncorrectable": "remapped_uncorrectable",
+    "remapped_rows.pending": "remap_pending",
+    "remapped_rows.failure": "remap_failure",
+    "clocks_throttle_reasons.hw_slowdown": "throttle_hw_slowdown",
+    "clocks_event_reasons.hw_slowdown": "throttle_hw_slowdown",
+    "clocks_throttle_reasons.hw_thermal_slowdown": "throttle_hw_thermal",
+    "clocks_event_reasons.hw_thermal_slowdown": "throttle_hw_thermal",
+    "clocks_throttle_reasons.sw_thermal_slowdown": "throttle_sw_thermal",
+    "clocks_event_reasons.sw_thermal_slowdown": "throttle_sw_thermal",
+    "clocks_throttle_reasons.sw_power_cap": "throttle_sw_power_cap",
+    "clocks_event_reasons.sw_power_cap": "throttle_sw_power_cap",
+}
+MAX_GPUS = 512
+
+
+def _num(v: str) -> float | str | None:
+    m = _NUM.search(v)
+    if m and not v.strip().lower().startswith(("n/a", "[n/a", "not")):
+        x = float(m.group(0))
+        return int(x) if x.is_integer() else x
+    v = v.strip()
+    return v or None
+
+
+class _Gpu:
+    def __init__(self, key: str, line: int, text: str) -> None:
+        self.key = key
+        self.line = line
+        self.text = text
+        self.r: dict[str, Any] = {}
+        self.lines: dict[str, list[Any]] = {}
+
+    def set(self, name: str, value: Any, line: int, text: str) -> None:
+        self.r[name] = value
+        self.lines[name] = [line, clip(text)]
+
+
+class NvidiaSmiParser:
+    name = "nvidia_smi"
+    kinds = ("nvidia_smi",)
+
+    def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
+        gpus: list[_Gpu] = []
+        host = host_from_name(result.name)
+        cur: _Gpu | None = None
+        path: list[tuple[int, str]] = []  # (indent, section) stack for -q
+        csv_header: list[str] | None = None
+        table_gpu: _Gpu | None = None
+        for line_no, text in iter_lines(stream, result):
+            s = text.strip()
+            if not s:
+                continue
+            if host is None:
+                mh = _HOST_LINE.match(s)
+                if mh:
+                    host = mh.group("h")
+                    continue
+            # CSV query output
+            if csv_header is None and "," in s and ("temperature.gpu" in s or "ecc.errors" in s or "pci.bus_id" in s or s.startswith("index,")):
+                csv_header = [_CSV_FIELDS.get(h.strip().split(" ")[0].lower(), "") for h in s.split(",")]
+                continue
+            if csv_header is not None and "," in s:
+                vals = next(csv.reader([s]))
+                g = _Gpu(str(len(gpus)), line_no, text)
+                for name, v in zip(csv_header, vals, strict=False):
+                    if name:
+                        g.set(name, _num(v) if name not in ("name", "bus", "serial") else v.strip(), line_no, text)
+                gpus.append(g)
+                continue
+            # nvidia-smi -q
+            m = _GPU_HDR.match(s)
+            if m:
+                cur = _Gpu(m.group("bus"), line_no, text)
+                cur.r["bus"] = m.group("bus")
+                gpus.append(cur)
+                path = []
+                continue
+            if cur is not None:
+                indent = len(text) - len(text.lstrip())
+                while path and path[-1][0] >= indent:
+                    path.pop()
+                kv = _KV.match(s)
+                if not kv or not kv.group("v").strip():
+                    path.append((indent, s.lower().rstrip(":")))
+                    continue
+                self._q_reading(cur, [p for _, p in path], kv.group("k").strip().lower(), kv.group("v"), line_no, text)
+                continue
+            # default table
+            m = _TABLE_GPU.match(s)
+            if m:
+                table_gpu = _Gpu(m.group("bus"), line_no, text)
+                table_gpu.set("index", int(m.group("i")), line_no, text)
+                table_gpu.set("name", m.group("name").strip(), line_no, text)
+                table_gpu.r["bus"] = m.group("bus")
+                ecc = _num(m.group("ecc"))
+                if isinstance(ecc, int):
+                    table_gpu.set("ecc_uncorrected_volatile", ecc, line_no, text)
+                gpus.append(table_gpu)
+                continue
+            m = _TABLE_USE.match(s)
+            if m and table_gpu is not None:
+                table_gpu.set("temp_c", int(m.group("temp")), line_no, text)
+                table_gpu.set("perf_state", m.group("perf"), line_no, text)
+                if m.group("pw") != "N/A":
+                    table_gpu.set("power_w", float(m.group("pw")), line_no, text)
+                if m.group("cap") != "N/A":
+                    table_gpu.set("power_limit_w", float(m.group("cap")), line_no, text)
+                table_gpu.set("mem_used_mib", int(m.group("used")), line_no, text)
+                table_gpu.set("mem_total_mib", int(m.group("total")), line_no, text)
+                table_gpu = None
+            if len(gpus) > MAX_GPUS:
+                result.warn(f"more than {MAX_GPUS} GPUs; the rest were skipped")
+                break
+        if not gpus:
+            raise ParseError("no GPU readings found (expected nvidia-smi -q, the nvidia-smi table or --format=csv)")
+        if host:
+            result.hosts = [host]
+        for i, g in enumerate(gpus):
+            g.r.setdefault("index", i)
+            result.events.append(
+                Event(kind="gpu_reading", line=g.line, text=clip(g.text), host=host,
+                      fields={"gpu": g.r.get("index", i), "readings": g.r, "lines": g.lines}, file=result.name)
+            )
+        result.event_counts["gpu_reading"] = len(gpus)
+        result.facts["nvidia_smi"] = {"host": host, "gpus": len(gpus)}
+
+    def _q_reading(self, g: _Gpu, path: list[str], key: str, value: str, line: int, text: str) -> None:
+        sect = " / ".join(path)
+        v = _num(value)
+        if any(t in sect for t in _THROTTLE_SECTIONS):
+            if value.strip().lower() == "active" and key not in ("idle", "applications clocks setting"):
+                g.set("throttle_" + re.sub(r"\W+", "_", key).strip("_"), "Active", line, text)
+            return
+        if "ecc errors" in sect:
+            if not isinstance(v, int):
+                return
+            scope = "aggregate" if "aggregate" in sect else "volatile"
+            where = f"{sect} {key}"
+            if "uncorrectable" in key or "double bit" in where:
+                kind = "uncorrected"
+            elif "correctable" in key or "single bit" in where:
+                kind = "corrected"
+            else:
+                return
+            if ("single bit" in where or "double bit" in where) and key != "total":
+                return  # old layout: only the per-type Total counts
+            name = f"ecc_{kind}_{scope}"
+            total = int(g.r.get(name) or 0) + v
+            if v or name not in g.r:
+                g.set(name, total, line, text)
+            return
+        if "retired pages" in sect:
+            if "double bit" in key and isinstance(v, int):
+                g.set("retired_dbe", v, line, text)
+            elif "single bit" in key and isinstance(v, int):
+                g.set("retired_sbe", v, line, text)
+            elif "pending" in key:
+                g.set("pending_retirement", value.strip(), line, text)
+            return
+        if "remapped rows" in sect:
+            if key.startswith("uncorrectable") and isinstance(v, int):
+                g.set("remapped_uncorrectable", v, line, text)
+            elif key.startswith("correctable") and isinstance(v, int):
+                g.set("remapped_correctable", v, line, text)
+            elif key == "pending":
+                g.set("remap_pending", value.strip(), line, text)
+            elif "failure" in key:
+                g.set("remap_failure", value.strip(), line, text)
+            return
+        if sect.endswith("max clocks") and key in ("sm", "graphics"):
+            g.set(f"{'sm' if key == 'sm' else 'gr'}_clock_max_mhz", v, line, text)
+            return
+        if sect.endswith("clocks") and "max" not in sect and "application" not in sect and key in ("sm", "graphics"):
+            g.set(f"{'sm' if key == 'sm' else 'gr'}_clock_mhz", v, line, text)
+            return
+        if "fb memory usage" in sect and key in ("total", "used"):
+            g.set(f"mem_{key}_mib", v, line, text)
+            return
+        if key == "performance state":
+            g.set("perf_state", value.strip(), line, text)
+            return
+        name = _Q_LABELS.get(key)
+        if name and "power" in name and "module" in sect:
+            return
+        if name and name not in g.r:
+            g.set(name, v if name not in ("name", "serial") else value.strip(), line, text)
+
+
+register_parser(NvidiaSmiParser())
