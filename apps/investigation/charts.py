@@ -1,0 +1,593 @@
+"""Plotly figures for the incident page, built as plain dicts (unit-testable, no plotly import).
+
+Every figure is ``{"id", "title", "data", "layout", "note"}``; the page emits each one with
+``json_script`` and ``static/js/charts.js`` draws every ``[data-plotly]`` element. All
+per-rank, per-step figures are downsampled here so a 1,024-rank job draws quickly:
+at most ``MAX_STEP_BINS`` step columns and ``MAX_RANK_ROWS`` rank rows.
+
+Log text that ends up in hover labels goes through ``_plain`` (plotly reads a small
+HTML subset in labels; ``<`` must not reach it as markup).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+MAX_STEP_BINS = 600
+MAX_RANK_ROWS = 1024
+MAX_LINE_POINTS = 1200
+
+ROLES = ["healthy", "notified", "initiator", "straggler", "missing", "crashed"]
+ROLE_COLOURS = {
+    "healthy": "#cfe8d5",
+    "notified": "#9ec5f0",
+    "initiator": "#1f5fbf",
+    "straggler": "#f0a030",
+    "missing": "#6b7280",
+    "crashed": "#b3261e",
+}
+CRASH_KINDS = ("oom", "crash", "segfault", "sigkill", "sigabrt", "exit", "xid", "exception")
+
+_BASE_LAYOUT: dict[str, Any] = {
+    "margin": {"l": 64, "r": 16, "t": 36, "b": 44},
+    "font": {"family": "system-ui, sans-serif", "size": 12},
+    "paper_bgcolor": "#fff",
+    "plot_bgcolor": "#fff",
+    "legend": {"orientation": "h", "y": -0.2},
+}
+
+
+def _plain(text: Any) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _layout(title: str, **extra: Any) -> dict[str, Any]:
+    layout = {**_BASE_LAYOUT, "title": {"text": _plain(title), "x": 0, "font": {"size": 14}}}
+    layout.update(extra)
+    return layout
+
+
+def _json_list(arr: Any) -> list[Any]:
+    """numpy → JSON list with NaN/inf as None (JSON has no NaN)."""
+    out = []
+    for v in np.asarray(arr, dtype=float).tolist():
+        out.append(v if math.isfinite(v) else None)
+    return out
+
+
+def _figure(fig_id: str, title: str, data: list, layout: dict, note: str = "") -> dict[str, Any]:
+    return {"id": fig_id, "title": title, "data": data, "layout": layout, "note": note}
+
+
+# ---------------------------------------------------------------- rank map
+
+
+def rank_roles(doc: dict[str, Any]) -> dict[int, str]:
+    """Role of every rank the document knows about (worst role wins)."""
+    job = doc.get("job") or {}
+    loc = doc.get("localization") or {}
+    triage = doc.get("triage") or {}
+    roles: dict[int, str] = {}
+
+    def put(ranks: Iterable[Any], role: str) -> None:
+        for r in ranks or []:
+            try:
+                r = int(r)
+            except (TypeError, ValueError):
+                continue
+            if ROLES.index(role) >= ROLES.index(roles.get(r, "healthy")):
+                roles[r] = role
+
+    seen = set(job.get("ranks_seen") or [])
+    for ranks in (job.get("hosts") or {}).values():
+        seen.update(ranks or [])
+    world = job.get("world_size")
+    if isinstance(world, int) and 0 < world <= 65536:
+        seen.update(range(world))
+    put(seen, "healthy")
+    for entry in loc.get("nccl") or []:
+        role = entry.get("role")
+        if role in ("initiator", "notified", "straggler"):
+            put([entry.get("rank")], role)
+    put(loc.get("notified_ranks"), "notified")
+    put(loc.get("initiator_ranks"), "initiator")
+    put(loc.get("straggler_ranks"), "straggler")
+    put(job.get("ranks_missing"), "missing")
+    crashed: list[Any] = []
+    for f in doc.get("findings") or []:
+        kind = str(f.get("kind", "")).lower()
+        if any(k in kind for k in CRASH_KINDS):
+            crashed.extend(f.get("ranks") or [])
+    if triage.get("shape") == "crash":
+        crashed.extend(loc.get("culprit_ranks") or [])
+    put(crashed, "crashed")
+    return roles
+
+
+def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Nodes x local ranks, coloured by role. None when no rank is known."""
+    if not doc:
+        return None
+    roles = rank_roles(doc)
+    if not roles:
+        return None
+    hosts: dict[str, list[int]] = {
+        h: sorted(int(r) for r in rs or [])
+        for h, rs in ((doc.get("job") or {}).get("hosts") or {}).items()
+    }
+    placed = {r for rs in hosts.values() for r in rs}
+    unplaced = sorted(r for r in roles if r not in placed)
+    width = max([len(rs) for rs in hosts.values()] + [8])
+    rows: list[tuple[str, list[int]]] = sorted(
+        hosts.items(), key=lambda kv: (kv[1][0] if kv[1] else 1 << 30, kv[0])
+    )
+    # Ranks without a known host (often the missing ones) get rows of their own.
+    for i in range(0, len(unplaced), width):
+        chunk = unplaced[i : i + width]
+        rows.append((f"ranks {chunk[0]}-{chunk[-1]} (host unknown)", chunk))
+    z, text = [], []
+    for host, ranks in rows:
+        z_row: list[int | None] = []
+        t_row: list[str] = []
+        for local in range(width):
+            if local < len(ranks):
+                r = ranks[local]
+                role = roles.get(r, "healthy")
+                z_row.append(ROLES.index(role))
+                t_row.append(f"rank {r} · {_plain(host)} · local {local} · {role}")
+            else:
+                z_row.append(None)
+                t_row.append("")
+        z.append(z_row)
+        text.append(t_row)
+    n = len(ROLES)
+    colorscale = []
+    for i, role in enumerate(ROLES):
+        colorscale.append([i / n, ROLE_COLOURS[role]])
+        colorscale.append([(i + 1) / n, ROLE_COLOURS[role]])
+    counts = defaultdict(int)
+    for role in roles.values():
+        counts[role] += 1
+    legend = " · ".join(f"{role} {counts[role]}" for role in reversed(ROLES) if counts[role])
+    data = [
+        {
+            "type": "heatmap",
+            "z": z,
+            "x": [str(i) for i in range(width)],
+            "y": [_plain(h) for h, _ in rows],
+            "text": text,
+            "hoverinfo": "text",
+            "zmin": -0.5,
+            "zmax": n - 0.5,
+            "colorscale": colorscale,
+            "xgap": 1,
+            "ygap": 1,
+            "colorbar": {
+                "tickvals": list(range(n)),
+                "ticktext": ROLES,
+                "thickness": 12,
+                "len": 1,
+            },
+        }
+    ]
+    height = min(900, 120 + 14 * len(rows))
+    layout = _layout(
+        "Rank map (nodes x local ranks)",
+        height=height,
+        xaxis={"title": {"text": "local rank"}, "side": "top", "type": "category"},
+        yaxis={"autorange": "reversed", "type": "category", "automargin": True},
+    )
+    return _figure("rank-map", "Rank map", data, layout, note=legend)
+
+
+# ---------------------------------------------------------------- metrics helpers
+
+
+def _col(table: Any, name: str) -> np.ndarray | None:
+    if table is None or not table.has(name):
+        return None
+    return np.asarray(table.numpy(name), dtype=float)
+
+
+def _bin_edges(values: np.ndarray, max_bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """Unique sorted values, and the bin index of each unique value (≤ max_bins bins)."""
+    uniq = np.unique(values)
+    if len(uniq) <= max_bins:
+        return uniq, np.arange(len(uniq))
+    idx = (np.arange(len(uniq)) * max_bins) // len(uniq)
+    return uniq, idx
+
+
+def binned_matrix(
+    rows: np.ndarray,
+    cols: np.ndarray,
+    values: np.ndarray,
+    *,
+    max_rows: int = MAX_RANK_ROWS,
+    max_cols: int = MAX_STEP_BINS,
+) -> tuple[list[float], list[float], np.ndarray]:
+    """Mean of ``values`` per (row bin, column bin). Returns (row labels, col labels, matrix).
+
+    Labels are the first row/column value of each bin; empty cells are NaN.
+    """
+    ok = np.isfinite(rows) & np.isfinite(cols)
+    rows, cols, values = rows[ok], cols[ok], values[ok]
+    r_uniq, r_bin_of_uniq = _bin_edges(rows, max_rows)
+    c_uniq, c_bin_of_uniq = _bin_edges(cols, max_cols)
+    r_bins = r_bin_of_uniq[np.searchsorted(r_uniq, rows)]
+    c_bins = c_bin_of_uniq[np.searchsorted(c_uniq, cols)]
+    n_r = int(r_bin_of_uniq[-1]) + 1 if len(r_uniq) else 0
+    n_c = int(c_bin_of_uniq[-1]) + 1 if len(c_uniq) else 0
+    total = np.zeros((n_r, n_c))
+    count = np.zeros((n_r, n_c))
+    finite = np.isfinite(values)
+    np.add.at(total, (r_bins[finite], c_bins[finite]), values[finite])
+    np.add.at(count, (r_bins[finite], c_bins[finite]), 1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        matrix = np.where(count > 0, total / np.maximum(count, 1), np.nan)
+    r_labels = [float(r_uniq[np.argmax(r_bin_of_uniq == b)]) for b in range(n_r)]
+    c_labels = [float(c_uniq[np.argmax(c_bin_of_uniq == b)]) for b in range(n_c)]
+    return r_labels, c_labels, matrix
+
+
+def step_time_heatmap(table: Any) -> dict[str, Any] | None:
+    """Per-rank step time as a rank x step heatmap, downsampled to screen resolution."""
+    step, rank, st = _col(table, "step"), _col(table, "rank"), _col(table, "step_time")
+    if step is None or rank is None or st is None or not np.isfinite(st).any():
+        return None
+    r_labels, c_labels, matrix = binned_matrix(rank, step, st)
+    n_ranks = len(np.unique(rank[np.isfinite(rank)]))
+    n_steps = len(np.unique(step[np.isfinite(step)]))
+    note = f"{n_ranks} ranks x {n_steps} steps"
+    if len(r_labels) < n_ranks or len(c_labels) < n_steps:
+        note += f", shown as {len(r_labels)} x {len(c_labels)} bins (mean per bin)"
+    data = [
+        {
+            "type": "heatmap",
+            "z": [_json_list(row) for row in matrix],
+            "x": [int(c) for c in c_labels],
+            "y": [int(r) for r in r_labels],
+            "colorscale": "YlOrRd",
+            "colorbar": {"title": {"text": "s"}, "thickness": 12},
+            "hovertemplate": "rank %{y} · step %{x}<br>step time %{z:.3f} s<extra></extra>",
+        }
+    ]
+    layout = _layout(
+        "Step time per rank",
+        height=min(700, 200 + 2 * len(r_labels)),
+        xaxis={"title": {"text": "step"}},
+        yaxis={"title": {"text": "rank"}, "autorange": "reversed"},
+    )
+    return _figure("step-time", "Step time per rank", data, layout, note=note)
+
+
+def compute_comm_figure(table: Any) -> dict[str, Any] | None:
+    """Mean compute vs communication time per rank (and per host when hosts are known)."""
+    rank, comp, comm = _col(table, "rank"), _col(table, "compute_time"), _col(table, "comm_time")
+    if rank is None or comp is None or comm is None:
+        return None
+    ok = np.isfinite(rank)
+    rank, comp, comm = rank[ok], comp[ok], comm[ok]
+    if not len(rank):
+        return None
+    labels, _, comp_m = binned_matrix(rank, np.zeros_like(rank), comp, max_cols=1)
+    _, _, comm_m = binned_matrix(rank, np.zeros_like(rank), comm, max_cols=1)
+    ranks_x = [int(r) for r in labels]
+    data = [
+        {
+            "type": "bar",
+            "name": "compute",
+            "x": ranks_x,
+            "y": _json_list(comp_m[:, 0]),
+            "marker": {"color": "#1f5fbf"},
+        },
+        {
+            "type": "bar",
+            "name": "communication",
+            "x": ranks_x,
+            "y": _json_list(comm_m[:, 0]),
+            "marker": {"color": "#f0a030"},
+        },
+    ]
+    layout = _layout(
+        "Compute vs communication per rank (mean s/step)",
+        barmode="stack",
+        height=320,
+        xaxis={"title": {"text": "rank"}},
+        yaxis={"title": {"text": "seconds"}},
+    )
+    note = ""
+    if table.has("host"):
+        hosts = [h or "" for h in table.column("host")]
+        by_host: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+        all_comp = _col(table, "compute_time")
+        all_comm = _col(table, "comm_time")
+        for h, c, m in zip(hosts, all_comp, all_comm, strict=False):
+            if h and math.isfinite(c) and math.isfinite(m):
+                acc = by_host[h]
+                acc[0] += c
+                acc[1] += m
+                acc[2] += 1
+        if len(by_host) > 1:
+            names = sorted(by_host)
+            data += [
+                {
+                    "type": "bar",
+                    "name": "compute (host)",
+                    "x": [_plain(n) for n in names],
+                    "y": [by_host[n][0] / by_host[n][2] for n in names],
+                    "xaxis": "x2",
+                    "yaxis": "y2",
+                    "marker": {"color": "#1f5fbf"},
+                    "showlegend": False,
+                },
+                {
+                    "type": "bar",
+                    "name": "communication (host)",
+                    "x": [_plain(n) for n in names],
+                    "y": [by_host[n][1] / by_host[n][2] for n in names],
+                    "xaxis": "x2",
+                    "yaxis": "y2",
+                    "marker": {"color": "#f0a030"},
+                    "showlegend": False,
+                },
+            ]
+            layout.update(
+                height=560,
+                grid={"rows": 2, "columns": 1, "pattern": "independent"},
+                xaxis2={"title": {"text": "host"}, "type": "category"},
+                yaxis2={"title": {"text": "seconds"}},
+            )
+            worst = max(names, key=lambda n: by_host[n][1] / by_host[n][2])
+            note = f"Most communication time: {worst}"
+    return _figure("compute-comm", "Compute vs communication", data, layout, note=note)
+
+
+def _per_step(table: Any, name: str, how: str = "mean") -> tuple[np.ndarray, np.ndarray] | None:
+    step, vals = _col(table, "step"), _col(table, name)
+    if step is None or vals is None:
+        return None
+    ok = np.isfinite(step)
+    step, vals = step[ok], vals[ok]
+    if not len(step):
+        return None
+    uniq, inv = np.unique(step, return_inverse=True)
+    out = np.full(len(uniq), np.nan)
+    if how == "max":
+        finite = np.isfinite(vals)
+        tmp = np.full(len(uniq), -np.inf)
+        np.maximum.at(tmp, inv[finite], vals[finite])
+        out = np.where(np.isfinite(tmp), tmp, np.nan)
+    else:
+        # NaN anywhere in a step makes that step NaN: a NaN loss on one rank matters.
+        total = np.zeros(len(uniq))
+        np.add.at(total, inv, vals)
+        count = np.bincount(inv, minlength=len(uniq))
+        out = total / np.maximum(count, 1)
+    return uniq, out
+
+
+def _thin(x: np.ndarray, y: np.ndarray, n: int = MAX_LINE_POINTS) -> tuple[np.ndarray, np.ndarray]:
+    if len(x) <= n:
+        return x, y
+    idx = np.linspace(0, len(x) - 1, n).astype(int)
+    return x[idx], y[idx]
+
+
+def loss_figure(table: Any) -> dict[str, Any] | None:
+    """Loss and grad norm per step (mean over ranks) with NaN/inf steps marked."""
+    series = [(n, _per_step(table, n)) for n in ("loss", "grad_norm")]
+    series = [(n, s) for n, s in series if s is not None]
+    if not series:
+        return None
+    data: list[dict[str, Any]] = []
+    bad_steps: list[int] = []
+    for i, (name, (x, y)) in enumerate(series):
+        bad = x[~np.isfinite(y)]
+        if name == "loss":
+            bad_steps = [int(b) for b in bad]
+        tx, ty = _thin(x, y)
+        trace = {
+            "type": "scatter",
+            "mode": "lines",
+            "name": name,
+            "x": _json_list(tx),
+            "y": _json_list(ty),
+            "connectgaps": False,
+        }
+        if i == 1:
+            trace["yaxis"] = "y2"
+        data.append(trace)
+        if len(bad):
+            finite = y[np.isfinite(y)]
+            level = float(finite.max()) if len(finite) else 0.0
+            data.append(
+                {
+                    "type": "scatter",
+                    "mode": "markers",
+                    "name": f"{name} NaN/inf",
+                    "x": _json_list(bad[:MAX_LINE_POINTS]),
+                    "y": [level] * min(len(bad), MAX_LINE_POINTS),
+                    "marker": {"symbol": "x", "size": 10, "color": "#b3261e"},
+                    **({"yaxis": "y2"} if i == 1 else {}),
+                }
+            )
+    layout = _layout(
+        "Loss and gradient norm",
+        height=320,
+        xaxis={"title": {"text": "step"}},
+        yaxis={"title": {"text": series[0][0]}},
+    )
+    if len(series) > 1:
+        layout["yaxis2"] = {"title": {"text": series[1][0]}, "overlaying": "y", "side": "right"}
+    note = f"First non-finite loss at step {bad_steps[0]}" if bad_steps else ""
+    return _figure("loss", "Loss and gradient norm", data, layout, note=note)
+
+
+# ---------------------------------------------------------------- memory
+
+
+MEMORY_SHAPES = {
+    "flat": "Flat — healthy",
+    "staircase": "Staircase — a leak: memory steps up and never comes back",
+    "slope": "Steady slope — growth every step (leak or fragmentation)",
+    "fragmentation": "Fragmentation — reserved pulls away from allocated",
+    "spike": "Spike — a sudden jump (activation spike, larger batch or sequence)",
+    "unknown": "Too few points to name the shape",
+}
+
+
+def memory_shape(
+    allocated: np.ndarray | list[float], reserved: np.ndarray | list[float] | None = None
+) -> str:
+    """Name the memory curve: flat, staircase, slope, fragmentation or spike.
+
+    Per-step values (peak over ranks), in step order. Thresholds are relative to the
+    starting level so GB and bytes classify the same.
+    """
+    a = np.asarray(allocated, dtype=float)
+    a = a[np.isfinite(a)]
+    if len(a) < 8:
+        return "unknown"
+    start = float(np.median(a[: max(3, len(a) // 10)]))
+    scale = max(abs(start), 1e-9)
+    growth = (float(np.median(a[-max(3, len(a) // 10) :])) - start) / scale
+    if reserved is not None:
+        r = np.asarray(reserved, dtype=float)
+        if len(r) == len(np.asarray(allocated)):
+            gap = r - np.asarray(allocated, dtype=float)
+            gap = gap[np.isfinite(gap)]
+            if len(gap) >= 8:
+                k = max(3, len(gap) // 10)
+                gap_growth = (float(np.median(gap[-k:])) - float(np.median(gap[:k]))) / scale
+                if gap_growth > 0.05 and gap_growth > abs(growth):
+                    return "fragmentation"
+    diffs = np.diff(a)
+    jump_size = 0.02 * scale
+    jumps = diffs[np.abs(diffs) > jump_size]
+    max_jump = float(np.max(np.abs(diffs))) if len(diffs) else 0.0
+    if abs(growth) < 0.02:
+        if max_jump > 0.2 * scale:
+            return "spike"
+        return "flat"
+    if growth > 0:
+        up_jumps = int(np.sum(diffs > jump_size))
+        # Most of the rise happens in a few jumps with flat treads between them.
+        rise_in_jumps = float(np.sum(diffs[diffs > jump_size]))
+        total_rise = float(a[-1] - a[0]) or 1e-9
+        if up_jumps <= max(1, len(diffs) // 10) and rise_in_jumps / total_rise > 0.6:
+            if up_jumps == 1 and len(jumps) <= 1:
+                return "spike"
+            return "staircase"
+        return "slope"
+    return "flat"
+
+
+def memory_figure(table: Any) -> dict[str, Any] | None:
+    """Allocated / reserved / peak memory per step (max over ranks), with the shape named."""
+    names = [
+        n
+        for n in ("mem_allocated", "mem_reserved", "mem_peak")
+        if table is not None and table.has(n)
+    ]
+    if not names:
+        return None
+    data = []
+    per: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for n in names:
+        s = _per_step(table, n, how="max")
+        if s is None:
+            continue
+        per[n] = s
+        tx, ty = _thin(*s)
+        data.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "name": n.removeprefix("mem_"),
+                "x": _json_list(tx),
+                "y": _json_list(ty),
+            }
+        )
+    if not per:
+        return None
+    base = per.get("mem_allocated") or per.get("mem_peak") or next(iter(per.values()))
+    reserved = per.get("mem_reserved")
+    res_y = None
+    if reserved is not None and "mem_allocated" in per and len(reserved[0]) == len(base[0]):
+        res_y = reserved[1]
+    shape = memory_shape(base[1], res_y)
+    layout = _layout(
+        f"Memory: {MEMORY_SHAPES[shape].split(' — ')[0]}",
+        height=320,
+        xaxis={"title": {"text": "step"}},
+        yaxis={"title": {"text": "memory (max over ranks)"}},
+    )
+    fig = _figure("memory", "Memory", data, layout, note=MEMORY_SHAPES[shape])
+    fig["shape"] = shape
+    return fig
+
+
+# ---------------------------------------------------------------- first errors
+
+
+def first_errors_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Each rank's first timeline event, in time order: who failed first."""
+    if not doc:
+        return None
+    first: dict[int, dict[str, Any]] = {}
+    for ev in doc.get("timeline") or []:
+        r, t = ev.get("rank"), ev.get("time")
+        if r is None or not t:
+            continue
+        try:
+            r = int(r)
+        except (TypeError, ValueError):
+            continue
+        if r not in first or str(t) < str(first[r]["time"]):
+            first[r] = ev
+    if not first:
+        return None
+    events = sorted(first.values(), key=lambda e: (str(e["time"]), int(e["rank"])))
+    if len(events) > 2000:
+        events = events[:2000]
+    data = [
+        {
+            "type": "scatter",
+            "mode": "markers",
+            "x": [str(e["time"]) for e in events],
+            "y": [int(e["rank"]) for e in events],
+            "text": [
+                f"rank {int(e['rank'])}: {_plain(str(e.get('event', ''))[:160])}" for e in events
+            ],
+            "hoverinfo": "text+x",
+            "marker": {"size": 7, "color": "#b3261e"},
+        }
+    ]
+    layout = _layout(
+        "First error per rank, over time",
+        height=320,
+        xaxis={"title": {"text": "time"}, "type": "date"},
+        yaxis={"title": {"text": "rank"}},
+    )
+    e0 = events[0]
+    note = f"First: rank {int(e0['rank'])} at {e0['time']}"
+    return _figure("first-errors", "First errors", data, layout, note=note)
+
+
+def incident_figures(doc: dict[str, Any] | None, table: Any | None) -> list[dict[str, Any]]:
+    """Every figure that has data, in page order."""
+    figs = [
+        rank_map_figure(doc),
+        step_time_heatmap(table),
+        compute_comm_figure(table),
+        loss_figure(table),
+        memory_figure(table),
+        first_errors_figure(doc),
+    ]
+    return [f for f in figs if f is not None]

@@ -1,0 +1,138 @@
+import json
+
+import numpy as np
+import pyarrow as pa
+
+from apps.analysis.engine.metrics import MetricsTable
+from apps.investigation import charts
+
+
+def _job(world: int = 1024, per_node: int = 8) -> dict:
+    hosts = {
+        f"node-{n:03d}": list(range(n * per_node, (n + 1) * per_node))
+        for n in range(world // per_node)
+    }
+    return {
+        "job": {"world_size": world, "hosts": hosts, "ranks_missing": [1023], "ranks_seen": []},
+        "triage": {"shape": "hang"},
+        "localization": {
+            "initiator_ranks": [0, 1],
+            "notified_ranks": [5],
+            "straggler_ranks": [77],
+            "culprit_ranks": [77],
+            "nccl": [{"rank": 9, "role": "notified"}],
+        },
+        "findings": [{"kind": "cuda_oom", "ranks": [300]}],
+        "timeline": [
+            {"time": "2026-01-01T00:00:05Z", "rank": 77, "event": "<script>alert(1)</script>"},
+            {"time": "2026-01-01T00:00:09Z", "rank": 0, "event": "watchdog fired"},
+            {"time": "2026-01-01T00:00:01Z", "rank": 77, "event": "loader stalled"},
+        ],
+    }
+
+
+def test_rank_map_places_1024_ranks_on_nodes_and_colours_each_role():
+    fig = charts.rank_map_figure(_job())
+    trace = fig["data"][0]
+    assert len(trace["y"]) == 128 and len(trace["x"]) == 8
+    role = {charts.ROLES[z]: None for row in trace["z"] for z in row}
+    assert set(role) == set(charts.ROLES)
+    # rank 77 sits on node-009, local rank 5, as a straggler
+    assert trace["text"][9][5] == "rank 77 · node-009 · local 5 · straggler"
+    assert trace["z"][127][7] == charts.ROLES.index("missing")
+    assert trace["z"][37][4] == charts.ROLES.index("crashed")
+    assert "crashed 1" in fig["note"] and "missing 1" in fig["note"]
+
+
+def test_rank_map_is_absent_without_ranks():
+    assert charts.rank_map_figure(None) is None
+    assert charts.rank_map_figure({"job": {}}) is None
+
+
+def _table(ranks: int, steps: int, **extra) -> MetricsTable:
+    rank = np.repeat(np.arange(ranks), steps)
+    step = np.tile(np.arange(steps), ranks)
+    cols = {"rank": rank, "step": step, "step_time": 1.0 + (rank == 77) * 0.5 + step * 0.0}
+    for name, fn in extra.items():
+        cols[name] = fn(rank, step)
+    return MetricsTable(pa.table(cols))
+
+
+def test_step_time_heatmap_is_downsampled_to_screen_resolution():
+    fig = charts.step_time_heatmap(_table(1024, 2000))
+    trace = fig["data"][0]
+    assert len(trace["z"]) == 1024
+    assert len(trace["z"][0]) <= charts.MAX_STEP_BINS
+    assert trace["z"][77][0] == 1.5 and trace["z"][76][0] == 1.0
+    assert "shown as 1024 x 600 bins" in fig["note"]
+    json.dumps(fig)  # JSON-clean: no NaN
+
+
+def test_more_ranks_than_rows_are_binned():
+    r, _c, m = charts.binned_matrix(
+        np.arange(4096, dtype=float), np.zeros(4096), np.ones(4096), max_rows=1024
+    )
+    assert len(r) == 1024 and r[1] == 4.0 and m.shape == (1024, 1)
+
+
+def test_compute_vs_comm_per_rank_and_host():
+    t = _table(
+        16,
+        10,
+        compute_time=lambda r, s: np.full(len(r), 4.1),
+        comm_time=lambda r, s: np.where(r >= 8, 7.1, 2.9),
+    )
+    hosts = pa.array([f"node-{x // 8}" for x in t.column("rank")])
+    t = MetricsTable(t.table.append_column("host", hosts))
+    fig = charts.compute_comm_figure(t)
+    assert fig["data"][1]["y"][9] == 7.1
+    assert fig["note"] == "Most communication time: node-1"
+
+
+def test_loss_figure_marks_the_first_nan_step():
+    t = _table(
+        4,
+        50,
+        loss=lambda r, s: np.where(s >= 30, np.nan, 5.0 - s * 0.01),
+        grad_norm=lambda r, s: np.ones(len(r)),
+    )
+    fig = charts.loss_figure(t)
+    assert fig["note"] == "First non-finite loss at step 30"
+    markers = next(d for d in fig["data"] if d["name"] == "loss NaN/inf")
+    assert markers["x"][0] == 30
+    json.dumps(fig)
+
+
+def test_memory_shapes_are_named():
+    steps = np.arange(200)
+    assert charts.memory_shape(np.full(200, 70.0)) == "flat"
+    assert charts.memory_shape(60 + (steps // 50) * 3.0) == "staircase"
+    assert charts.memory_shape(60 + steps * 0.05) == "slope"
+    alloc = np.full(200, 60.0)
+    assert charts.memory_shape(alloc, alloc + steps * 0.05) == "fragmentation"
+    assert charts.memory_shape(np.r_[np.full(100, 60.0), np.full(100, 75.0)]) == "spike"
+    assert charts.memory_shape([1.0, 2.0]) == "unknown"
+
+
+def test_memory_figure_names_the_shape_in_the_title():
+    t = _table(2, 200, mem_allocated=lambda r, s: 60 + s * 0.05)
+    fig = charts.memory_figure(t)
+    assert fig["shape"] == "slope"
+    assert fig["layout"]["title"]["text"] == "Memory: Steady slope"
+
+
+def test_first_errors_keeps_each_ranks_earliest_event_and_escapes_text():
+    fig = charts.first_errors_figure(_job())
+    trace = fig["data"][0]
+    assert trace["y"] == [77, 0]
+    assert trace["text"][0] == "rank 77: loader stalled"
+    doc = _job()
+    doc["timeline"] = doc["timeline"][:1]
+    text = charts.first_errors_figure(doc)["data"][0]["text"][0]
+    assert "<script>" not in text and "&lt;script&gt;" in text
+
+
+def test_incident_figures_skips_figures_without_data():
+    assert charts.incident_figures(None, None) == []
+    ids = [f["id"] for f in charts.incident_figures(_job(64), _table(64, 20))]
+    assert ids == ["rank-map", "step-time", "first-errors"]
