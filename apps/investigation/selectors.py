@@ -1,0 +1,274 @@
+"""Reads for the investigation page. Access is checked once, on the incident
+(``incident_get_for_user``); records are then looked up inside that incident only,
+so a code from another incident is a 404."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db.models import Prefetch
+from django.shortcuts import get_object_or_404
+
+from apps.incidents.models import Incident
+from apps.investigation import protocol
+from apps.investigation.models import (
+    ActionItem,
+    Fix,
+    FixVerification,
+    Hypothesis,
+    WhyChain,
+    WhyStep,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def hypothesis_get(*, incident: Incident, code: str) -> Hypothesis:
+    return get_object_or_404(Hypothesis, incident=incident, code=code)
+
+
+def why_chain_get(*, incident: Incident, code: str) -> WhyChain:
+    return get_object_or_404(WhyChain, incident=incident, code=code)
+
+
+def fix_get(*, incident: Incident, code: str) -> Fix:
+    return get_object_or_404(Fix, incident=incident, code=code)
+
+
+def action_item_get(*, incident: Incident, code: str) -> ActionItem:
+    return get_object_or_404(ActionItem, incident=incident, code=code)
+
+
+def analysis_document(*, incident: Incident) -> dict[str, Any] | None:
+    """The latest triage document, or None while there is none (or analysis is absent)."""
+    try:
+        from apps.analysis.selectors import analysis_document_for_incident
+    except ImportError:  # the analysis app is not deployed in this build
+        return None
+    return analysis_document_for_incident(incident=incident)
+
+
+def rank_ranges(ranks: list[int] | None, limit: int = 12) -> str:
+    """[0,1,2,3,7] → "0-3, 7"; long lists end in "… (N ranks)"."""
+    rs = sorted({int(r) for r in ranks or []})
+    if not rs:
+        return ""
+    parts: list[str] = []
+    start = prev = rs[0]
+    for r in [*rs[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        parts.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    text = ", ".join(parts[:limit])
+    if len(parts) > limit:
+        text += f", … ({len(rs)} ranks)"
+    return text
+
+
+def _evidence_of(doc: dict[str, Any], ranks: set[int]) -> list[dict[str, Any]]:
+    """Evidence lines of the findings about these ranks (best first)."""
+    refs: list[dict[str, Any]] = []
+    for f in sorted(doc.get("findings") or [], key=lambda f: -(f.get("confidence") or 0)):
+        if ranks and not ranks & set(f.get("ranks") or []):
+            continue
+        refs.extend(f.get("evidence") or [])
+        if len(refs) >= 3:
+            break
+    return refs[:3]
+
+
+@dataclass
+class FirstScreen:
+    """What broke, where, and what to do first — each claim with its evidence."""
+
+    has_document: bool = False
+    shape: str = ""
+    category: str = ""
+    severity: str = ""
+    summary: str = ""
+    confidence: float | None = None
+    scope: str = ""
+    when: str = ""
+    what_evidence: list[dict[str, Any]] = field(default_factory=list)
+    culprit_ranks: str = ""
+    culprit_hosts: list[str] = field(default_factory=list)
+    missing_ranks: str = ""
+    where_evidence: list[dict[str, Any]] = field(default_factory=list)
+    first_action: str = ""
+    first_action_evidence: list[dict[str, Any]] = field(default_factory=list)
+    world_size: int | None = None
+    hosts_count: int = 0
+
+
+def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
+    if not doc:
+        return FirstScreen()
+    triage = doc.get("triage") or {}
+    loc = doc.get("localization") or {}
+    job = doc.get("job") or {}
+    root = doc.get("root_cause") or {}
+    culprits = {int(r) for r in loc.get("culprit_ranks") or [] if isinstance(r, int)}
+    what_ev: list[dict[str, Any]] = []
+    for step in root.get("chain") or []:
+        what_ev.extend(step.get("evidence") or [])
+    if not what_ev:
+        what_ev = _evidence_of(doc, set())
+    recs = doc.get("recommendations") or []
+    immediate = [r for r in recs if r.get("kind") == "immediate"] or recs
+    first_action = immediate[0].get("text", "") if immediate else ""
+    if not first_action:
+        fixes = protocol.fixes_for(triage.get("category"), triage.get("shape"))
+        if fixes.get("immediate"):
+            first_action = fixes["immediate"][0][0]
+    return FirstScreen(
+        has_document=True,
+        shape=str(triage.get("shape") or ""),
+        category=str(triage.get("category") or ""),
+        severity=str(triage.get("severity") or ""),
+        summary=str(triage.get("summary") or root.get("summary") or ""),
+        confidence=triage.get("confidence"),
+        scope=str(triage.get("scope") or "").replace("_", " "),
+        when=str(triage.get("when") or "").replace("_", " "),
+        what_evidence=what_ev[:3],
+        culprit_ranks=rank_ranges(list(culprits)),
+        culprit_hosts=[str(h) for h in (loc.get("culprit_hosts") or [])][:12],
+        missing_ranks=rank_ranges(job.get("ranks_missing") or []),
+        where_evidence=_evidence_of(doc, culprits)[:3] if culprits else what_ev[:1],
+        first_action=str(first_action),
+        first_action_evidence=what_ev[:1],
+        world_size=job.get("world_size"),
+        hosts_count=len(job.get("hosts") or {}),
+    )
+
+
+def findings_by_phase(*, doc: dict[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {p: [] for p in protocol.PHASES}
+    for f in (doc or {}).get("findings") or []:
+        out.setdefault(str(f.get("phase") or "triage"), []).append(f)
+    return out
+
+
+def _dismissed(incident: Incident) -> set[tuple[str, str]]:
+    return {
+        (str(d.get("kind")), str(d.get("id")))
+        for d in incident.events.filter(kind="investigation.proposal_dismissed").values_list(
+            "data", flat=True
+        )
+        if isinstance(d, dict)
+    }
+
+
+def pending_proposals(
+    *, incident: Incident, doc: dict[str, Any] | None
+) -> dict[str, list[dict[str, Any]]]:
+    """Analyzer proposals not yet accepted or dismissed, per kind."""
+    proposals = (doc or {}).get("proposals") or {}
+    dismissed = _dismissed(incident)
+    accepted = {
+        "hypotheses": set(
+            incident.hypotheses.exclude(proposal_id="").values_list("proposal_id", flat=True)
+        ),
+        "five_whys": set(
+            incident.why_chains.exclude(proposal_id="").values_list("proposal_id", flat=True)
+        ),
+        "fixes": set(incident.fixes.exclude(proposal_id="").values_list("proposal_id", flat=True)),
+        "prevention": set(),
+    }
+    existing_actions = set(incident.action_items.values_list("text", flat=True))
+    out: dict[str, list[dict[str, Any]]] = {}
+    for kind in ("hypotheses", "five_whys", "fixes", "prevention"):
+        items = []
+        for p in proposals.get(kind) or []:
+            pid = str(p.get("id") or "")
+            if not pid or (kind, pid) in dismissed or pid in accepted[kind]:
+                continue
+            if kind == "prevention" and p.get("text") in existing_actions:
+                continue
+            items.append(p)
+        out[kind] = items
+    return out
+
+
+def investigation_records(*, incident: Incident) -> dict[str, Any]:
+    chains = list(
+        incident.why_chains.prefetch_related(
+            Prefetch("steps", queryset=WhyStep.objects.order_by("order"))
+        )
+    )
+    return {
+        "hypotheses": list(incident.hypotheses.select_related("created_by")),
+        "why_chains": chains,
+        "chosen_chain": next((c for c in chains if c.is_chosen), None),
+        "factors": list(incident.contributing_factors.all()),
+        "fixes": list(
+            incident.fixes.prefetch_related(
+                Prefetch(
+                    "verifications",
+                    queryset=FixVerification.objects.select_related("created_by").order_by(
+                        "-created_at"
+                    ),
+                )
+            )
+        ),
+        "action_items": list(incident.action_items.select_related("owner")),
+    }
+
+
+def incident_metrics_tables(*, incident: Incident) -> list[tuple[Any, Any]]:
+    """(artifact, MetricsTable) for each parsed metrics artifact of the incident."""
+    try:
+        from apps.ingest.selectors import artifact_list_for_incident, artifact_metrics
+    except ImportError:
+        return []
+    out = []
+    for artifact in artifact_list_for_incident(incident=incident):
+        if not getattr(artifact, "metrics_key", ""):
+            continue
+        try:
+            table = artifact_metrics(artifact=artifact)
+        except Exception:  # a broken stored table must not take the incident page down
+            logger.exception("metrics of artifact %s unreadable", artifact.code)
+            continue
+        if table is not None and len(table):
+            out.append((artifact, table))
+    return out
+
+
+def incident_metrics_table(*, incident: Incident) -> Any | None:
+    """Every metrics artifact of the incident as one table (None without metrics)."""
+    tables = [t for _, t in incident_metrics_tables(incident=incident)]
+    if not tables:
+        return None
+    from apps.analysis.engine.metrics import MetricsTable
+
+    return MetricsTable.concat(tables)
+
+
+SUMMARY_METRICS = {
+    "step_time": "mean",
+    "throughput": "mean",
+    "mem_allocated": "max",
+    "mem_reserved": "max",
+    "mem_peak": "max",
+    "comm_time": "mean",
+}
+
+
+def metrics_trial_summary(*, table: Any) -> dict[str, float]:
+    """One trial's numbers from a metrics file: mean step time/throughput, peak memory."""
+    import numpy as np
+
+    out = {}
+    for name, how in SUMMARY_METRICS.items():
+        if not table.has(name):
+            continue
+        vals = np.asarray(table.numpy(name), dtype=float)
+        vals = vals[np.isfinite(vals)]
+        if len(vals):
+            out[name] = float(vals.max() if how == "max" else vals.mean())
+    return out

@@ -1,0 +1,47 @@
+"""Template helpers for the investigation page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.simple_tag
+def evidence_href(incident: Any, ref: Any) -> str:
+    """Link to an evidence ref's line in the evidence viewer ("" when it cannot be resolved).
+
+    Delegates to the ingest app's ``evidence_url``; refs without a file or line (notes
+    people typed) have no link.
+    """
+    if not isinstance(ref, dict) or not ref.get("file") or not ref.get("line"):
+        return ""
+    try:
+        from apps.ingest.templatetags.evidence import evidence_url
+    except ImportError:
+        try:
+            from apps.ingest.selectors import evidence_url
+        except ImportError:
+            return ""
+    try:
+        return evidence_url(incident, ref["file"], ref["line"]) or ""
+    except Exception:  # an unresolvable file is shown without a link, not as an error page
+        return ""
+
+
+@register.filter
+def pct(value: Any) -> str:
+    try:
+        return f"{float(value) * 100:+.1f} %"
+    except (TypeError, ValueError):
+        return "—"
+
+
+@register.filter
+def lookup(mapping: Any, key: Any) -> Any:
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None
