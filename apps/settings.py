@@ -258,17 +258,29 @@ CELERY_BEAT_SCHEDULE: dict = {}
 REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.api.authentication.ApiTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
-    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PERMISSION_CLASSES": [
+        "rest_framework.permissions.IsAuthenticated",
+        "apps.api.permissions.TokenScope",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttling.TokenBucketThrottle"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
 }
+# Per-token token bucket: the burst must cover every node of the largest job posting at once.
+RANKSCOPE_API_BURST = env_int("RANKSCOPE_API_BURST", 2048, minimum=1)
+RANKSCOPE_API_RATE = env_float("RANKSCOPE_API_RATE", 50.0, minimum=0.001)
 SPECTACULAR_SETTINGS = {
     "TITLE": "Rankscope API",
     "DESCRIPTION": "Incidents, artifacts, analyses and post-mortems of distributed training jobs.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "ENUM_NAME_OVERRIDES": {
+        "IncidentStatusEnum": "apps.incidents.models.Status",
+        "UploadStatusEnum": ["stored", "duplicate", "rejected"],
+    },
 }
 
 # --- Product defaults -------------------------------------------------------------

@@ -12,4 +12,6 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("incidents/", include("apps.incidents.urls")),
+    path("teams/", include("apps.accounts.urls")),
+    path("api/v1/", include("apps.api.urls")),
 ]

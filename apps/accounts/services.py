@@ -88,7 +88,10 @@ def api_token_touch(*, token: ApiToken, every_seconds: float = 60.0) -> None:
     A thousand nodes posting at once must not turn into a thousand updates of one row.
     """
     now = timezone.now()
-    if token.last_used_at is not None and (now - token.last_used_at).total_seconds() < every_seconds:
+    if (
+        token.last_used_at is not None
+        and (now - token.last_used_at).total_seconds() < every_seconds
+    ):
         return
     cutoff = now - dt.timedelta(seconds=every_seconds)
     ApiToken.objects.filter(pk=token.pk).filter(

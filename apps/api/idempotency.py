@@ -1,0 +1,62 @@
+"""``Idempotency-Key`` for POSTs: a retried request gets the first answer back, not a second effect.
+
+Answers are kept in the shared cache (Redis in production) for a day, keyed by who asked,
+the path and the key. A second request with the same key while the first still runs gets
+409, so a client retrying too eagerly cannot make two effects either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from typing import Any
+
+from django.core.cache import cache
+from rest_framework import status
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from apps.api.permissions import request_token
+
+KEEP_SECONDS = 24 * 3600
+IN_FLIGHT_SECONDS = 600
+HEADER = "HTTP_IDEMPOTENCY_KEY"
+
+
+def _cache_key(request: Request, key: str) -> str:
+    token = request_token(request)
+    who = f"token:{token.prefix}" if token else f"user:{request.user.pk}"
+    digest = hashlib.sha256(f"{who}\n{request.path}\n{key}".encode()).hexdigest()
+    return f"idempotency:{digest}"
+
+
+def idempotent(handler: Callable[[Request], Response], request: Request) -> Response:
+    """Run `handler(request)` at most once per Idempotency-Key (when the client sends one)."""
+    key = request.META.get(HEADER, "")
+    if not key:
+        return handler(request)
+    if len(key) > 255 or not key.isprintable():
+        return Response(
+            {"detail": "Idempotency-Key must be at most 255 printable characters."},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
+    cache_key = _cache_key(request, key)
+    stored: dict[str, Any] | None = cache.get(cache_key)
+    if stored is not None:
+        return Response(
+            stored["body"], status=stored["status"], headers={"Idempotent-Replayed": "true"}
+        )
+    if not cache.add(cache_key + ":lock", 1, timeout=IN_FLIGHT_SECONDS):
+        return Response(
+            {"detail": "A request with this Idempotency-Key is still being processed."},
+            status=status.HTTP_409_CONFLICT,
+        )
+    try:
+        response = handler(request)
+        if response.status_code < 500:
+            cache.set(
+                cache_key, {"status": response.status_code, "body": response.data}, KEEP_SECONDS
+            )
+        return response
+    finally:
+        cache.delete(cache_key + ":lock")
