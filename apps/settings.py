@@ -252,7 +252,9 @@ CELERY_TASK_ROUTES = {
     "apps.ingest.tasks.*": {"queue": "ingest"},
     "apps.analysis.tasks.*": {"queue": "analysis"},
 }
-CELERY_BEAT_SCHEDULE: dict = {}
+CELERY_BEAT_SCHEDULE: dict = {
+    "analysis-audit": {"task": "apps.analysis.tasks.analysis_audit", "schedule": 60.0},
+}
 
 # --- REST API -----------------------------------------------------------------
 REST_FRAMEWORK = {
@@ -285,6 +287,8 @@ SPECTACULAR_SETTINGS = {
 
 # --- Product defaults -------------------------------------------------------------
 RANKSCOPE_DEFAULT_GPU_HOUR_USD = env_float("RANKSCOPE_DEFAULT_GPU_HOUR_USD", 4.0, minimum=0)
+# API/SLURM uploads: analyse once no new file has arrived for this long (debounce).
+RANKSCOPE_ANALYSIS_SETTLE_SECONDS = env_float("RANKSCOPE_ANALYSIS_SETTLE_SECONDS", 30.0, minimum=0)
 
 LOGGING = {
     "version": 1,

@@ -1,0 +1,157 @@
+"""Reads for analysis. Access checks live in the incident selector (404 for outsiders)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from apps.analysis.models import AnalysisRun, Finding, RunStatus
+from apps.incidents.models import Incident
+
+PHASES = ("triage", "localization", "isolation", "root_cause", "resolution")
+PHASE_LABELS = {
+    "triage": "Triage",
+    "localization": "Localization",
+    "isolation": "Isolation",
+    "root_cause": "Root cause",
+    "resolution": "Resolution",
+}
+
+
+def analysis_latest_for_incident(*, incident: Incident) -> AnalysisRun | None:
+    """The incident's newest run, whatever its status."""
+    return incident.analysis_runs.order_by("-created_at", "-pk").first()
+
+
+def analysis_document_for_incident(*, incident: Incident) -> dict | None:
+    """The triage document of the newest run that produced one, or None."""
+    run = (
+        incident.analysis_runs.exclude(document=None)
+        .filter(status__in=(RunStatus.SUCCEEDED, RunStatus.FAILED))
+        .order_by("-finished_at", "-pk")
+        .only("document")
+        .first()
+    )
+    return run.document if run is not None else None
+
+
+def _parse_counts(incident: Incident) -> dict[str, int]:
+    from apps.ingest.selectors import incident_parse_counts
+
+    return dict(incident_parse_counts(incident=incident))
+
+
+def rank_ranges(ranks: list[int]) -> str:
+    """[0, 1, 2, 5, 7, 8] → "0-2, 5, 7-8": a thousand ranks stay one short line."""
+    out: list[str] = []
+    values = sorted({int(r) for r in ranks})
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        out.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+@dataclass
+class RankGroup:
+    label: str
+    ranks: list[int]
+    hosts: list[str]
+
+    @property
+    def ranges(self) -> str:
+        return rank_ranges(self.ranks)
+
+
+@dataclass
+class PhaseFindings:
+    phase: str
+    label: str
+    findings: list[Finding] = field(default_factory=list)
+
+
+@dataclass
+class AnalysisPanel:
+    """Everything the analysis panel shows, read in one place."""
+
+    incident: Incident
+    run: AnalysisRun | None
+    parse_counts: dict[str, int]
+    document: dict[str, Any] | None = None
+    rank_groups: list[RankGroup] = field(default_factory=list)
+    phases: list[PhaseFindings] = field(default_factory=list)
+    failed_files: list[dict[str, Any]] = field(default_factory=list)
+    analyzer_errors: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def files_total(self) -> int:
+        return sum(self.parse_counts.values())
+
+    @property
+    def files_parsed(self) -> int:
+        return sum(self.parse_counts.get(s, 0) for s in ("parsed", "failed", "rejected"))
+
+    @property
+    def parsing(self) -> bool:
+        return self.files_parsed < self.files_total
+
+    @property
+    def active(self) -> bool:
+        """Something is still moving, so the panel keeps polling."""
+        running = self.run is not None and not self.run.is_finished
+        return running or self.parsing
+
+    @property
+    def state(self) -> str:
+        if self.run is None:
+            return "parsing" if self.files_total else "empty"
+        if not self.run.is_finished:
+            return "running"
+        return self.run.status
+
+    @property
+    def parse_percent(self) -> int:
+        return round(100 * self.files_parsed / self.files_total) if self.files_total else 0
+
+
+def analysis_panel_for_incident(*, incident: Incident) -> AnalysisPanel:
+    run = analysis_latest_for_incident(incident=incident)
+    panel = AnalysisPanel(incident=incident, run=run, parse_counts=_parse_counts(incident))
+    if run is None or run.document is None:
+        return panel
+    doc = run.document
+    panel.document = doc
+    loc = doc.get("localization") or {}
+    hosts_by_rank: dict[int, str] = {}
+    for host, ranks in ((doc.get("job") or {}).get("hosts") or {}).items():
+        for r in ranks:
+            hosts_by_rank[int(r)] = host
+    for key, label, hosts_key in (
+        ("culprit_ranks", "Culprit", "culprit_hosts"),
+        ("initiator_ranks", "Initiators (own watchdog fired)", None),
+        ("notified_ranks", "Notified (saw another rank's dump signal)", None),
+        ("straggler_ranks", "Stragglers", None),
+    ):
+        ranks = [int(r) for r in loc.get(key) or []]
+        if not ranks and not (hosts_key and loc.get(hosts_key)):
+            continue
+        hosts = list(loc.get(hosts_key) or []) if hosts_key else []
+        if not hosts:
+            hosts = sorted({hosts_by_rank[r] for r in ranks if r in hosts_by_rank})
+        panel.rank_groups.append(RankGroup(label=label, ranks=ranks, hosts=hosts))
+    by_phase: dict[str, PhaseFindings] = {
+        p: PhaseFindings(phase=p, label=PHASE_LABELS[p]) for p in PHASES
+    }
+    for f in run.findings.all():
+        by_phase.setdefault(f.phase, PhaseFindings(phase=f.phase, label=f.phase)).findings.append(f)
+    panel.phases = [pf for pf in by_phase.values() if pf.findings]
+    panel.failed_files = [a for a in doc.get("artifacts") or [] if a.get("error")]
+    panel.analyzer_errors = [
+        a
+        for a in (doc.get("analysis") or {}).get("analyzers") or []
+        if str(a.get("status", "")).startswith("error")
+    ]
+    return panel
