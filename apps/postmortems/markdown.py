@@ -1,0 +1,410 @@
+# ruff: noqa: RUF001, RUF003 — × and − are the symbols people read in a formula
+"""GitHub-flavoured markdown of a post-mortem, from its stored content (never the live incident).
+
+User text stays markdown (people write it that way) with raw HTML neutralised; log text
+goes into code spans; every table cell goes through ``md_cell`` so a ``|`` or a newline in
+someone's text cannot break a row.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from apps.postmortems.cost import FORMULA_LINES, INPUT_LABELS, CostResult
+from apps.postmortems.formatting import (
+    fmt_duration,
+    fmt_fraction,
+    fmt_hours,
+    fmt_input,
+    fmt_usd,
+    md_cell,
+    md_code,
+    md_text,
+)
+from apps.postmortems.snapshot import MARKERS
+
+
+def _yaml(value: Any) -> str:
+    # JSON strings and numbers are valid YAML scalars, and quoting makes any text safe.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join(md_cell(c) for c in row) + " |")
+    return lines
+
+
+def _ref(ref: dict[str, Any]) -> str:
+    where = f"{ref.get('file', '')}:{ref.get('line', '')}"
+    text = ref.get("text")
+    return f"{where} {md_code(text)}" if text else where
+
+
+def _para(text: str, empty: str = "_Not written yet._") -> list[str]:
+    body = md_text(text)
+    return [body if body else empty, ""]
+
+
+def render(ctx: dict[str, Any]) -> str:
+    """The markdown text of a post-mortem; ``ctx`` comes from services.postmortem_context."""
+    pm = ctx["postmortem"]
+    snap: dict[str, Any] = pm.snapshot or {}
+    inc = snap.get("incident") or {}
+    cost: CostResult | None = ctx.get("cost")
+    out: list[str] = []
+    job_ids = [j for j in [inc.get("job_id"), inc.get("run_key")] if j]
+
+    out += [
+        "---",
+        f"title: {_yaml(pm.title)}",
+        f"postmortem: {_yaml(pm.code)}",
+        f"incident: {_yaml(inc.get('code', ''))}",
+        f"status: {_yaml(pm.status)}",
+        f"severity: {_yaml(pm.severity or inc.get('severity', ''))}",
+        f"failure_class: {_yaml(pm.category)}",
+        f"cluster: {_yaml(inc.get('cluster', ''))}",
+        f"job_ids: {_yaml(job_ids)}",
+        f"gpus: {_yaml(inc.get('gpu_count'))}",
+        f"gpu_hours_lost: {_yaml(round(cost.gpu_hours_lost, 2) if cost else None)}",
+        f"cost_usd: {_yaml(round(cost.cost_usd, 2) if cost and cost.cost_usd is not None else None)}",
+        f"owner: {_yaml(ctx.get('owner', ''))}",
+        f"revision: {pm.revision}",
+        f"snapshot_taken_at: {_yaml(snap.get('taken_at'))}",
+        "---",
+        "",
+        f"# {md_text(pm.title)}",
+        "",
+    ]
+    out += _table(
+        ["Field", "Value"],
+        [
+            ["Status", pm.get_status_display()],
+            ["Severity", pm.severity or inc.get("severity", "")],
+            ["Failure class", pm.category],
+            ["Team", inc.get("team", "")],
+            ["Cluster", inc.get("cluster", "")],
+            ["Job ids", ", ".join(job_ids)],
+            ["GPUs", f"{fmt_input(inc.get('gpu_count'))} × {inc.get('gpu_type') or 'GPU'}"],
+            ["Owner", ctx.get("owner", "")],
+            ["Approved by", ", ".join(a["approver"] for a in ctx.get("approvals", []))],
+        ],
+    )
+    out.append("")
+
+    out += ["## Summary", "", *_para(pm.summary)]
+
+    out += ["## Impact", "", *_para(pm.impact)]
+    durations = snap.get("durations") or {}
+    out += _table(
+        ["Milestone", "Time (UTC)"],
+        [[m["label"], m.get("at") or "—"] for m in durations.get("milestones", [])],
+    )
+    out.append("")
+    out += _table(
+        ["Interval", "Duration"],
+        [
+            ["Time to detect", fmt_duration(durations.get("time_to_detect_s"))],
+            ["Time to mitigate", fmt_duration(durations.get("time_to_mitigate_s"))],
+            ["Time to resolve", fmt_duration(durations.get("time_to_resolve_s"))],
+            ["Time to verified fix", fmt_duration(durations.get("time_to_verify_s"))],
+        ],
+    )
+    out.append("")
+
+    out += ["## Cost", "", "Method:", ""]
+    out += [f"- {line}" for line in FORMULA_LINES]
+    out.append("")
+    if cost is None:
+        out += [f"_Cost not computed: {md_text(ctx.get('cost_error', 'no inputs'))}_", ""]
+    else:
+        inputs = cost.inputs.to_json()
+        out += _table(
+            ["Input", "Value"],
+            [[label, fmt_input(inputs[name])] for name, label, _ in INPUT_LABELS],
+        )
+        out.append("")
+        out += _table(
+            ["Result", "Value"],
+            [
+                [
+                    "Waste fraction",
+                    f"{fmt_fraction(cost.waste_fraction)} — {cost.waste_fraction_source}",
+                ],
+                ["Degraded GPU-hours", fmt_hours(cost.degraded_gpu_hours)],
+                ["Downtime GPU-hours", fmt_hours(cost.downtime_gpu_hours)],
+                ["Recomputed GPU-hours", fmt_hours(cost.recompute_gpu_hours)],
+                ["**GPU-hours lost**", fmt_hours(cost.gpu_hours_lost)],
+                ["**Cost**", fmt_usd(cost.cost_usd)],
+                ["GPU-hours if undetected", fmt_hours(cost.undetected_gpu_hours)],
+                ["Cost if undetected for the rest of the run", fmt_usd(cost.undetected_cost_usd)],
+            ],
+        )
+        out += ["", "Arithmetic:", ""]
+        out += [f"    {step}" for step in cost.steps]
+        out.append("")
+        if cost.missing:
+            out += [f"Missing inputs: {md_cell(', '.join(cost.missing))}", ""]
+
+    out += ["## Trigger and leadup", "", *_para(pm.trigger)]
+    out += ["## Detection", "", *_para(pm.detection)]
+    out += ["## Response and recovery", "", *_para(pm.response)]
+
+    out += ["## Timeline", ""]
+    timeline = snap.get("timeline") or []
+    if timeline:
+        out += _table(
+            ["Time (UTC)", "Marker", "Event", "By"],
+            [
+                [
+                    e.get("at"),
+                    MARKERS.get(e.get("marker") or "", ""),
+                    e.get("message", "") + (f" (×{e['count']})" if e.get("count", 1) > 1 else ""),
+                    e.get("actor", ""),
+                ]
+                for e in timeline
+            ],
+        )
+    else:
+        out.append("_No events recorded._")
+    out.append("")
+    log_timeline = snap.get("log_timeline") or []
+    if log_timeline:
+        out += ["### From the logs", ""]
+        out += _table(
+            ["Time", "Rank", "Event", "Where"],
+            [
+                [
+                    e.get("time"),
+                    e.get("rank"),
+                    e.get("event"),
+                    f"{e.get('file', '')}:{e.get('line', '')}",
+                ]
+                for e in log_timeline
+            ],
+        )
+        out.append("")
+
+    out += ["## Technical analysis", "", "### Triage", ""]
+    triage = snap.get("triage") or {}
+    if (snap.get("analysis") or {}).get("available"):
+        out += _table(
+            ["Shape", "Category", "Severity", "Scope", "When", "Confidence"],
+            [
+                [
+                    triage.get("shape"),
+                    triage.get("category"),
+                    triage.get("severity"),
+                    triage.get("scope"),
+                    triage.get("when"),
+                    triage.get("confidence"),
+                ]
+            ],
+        )
+        out += ["", *_para(triage.get("summary", ""), empty="")]
+    else:
+        out += ["_No analysis had run when this was drafted._", ""]
+    loc = snap.get("localization") or {}
+    out += ["### Localization", ""]
+    out += _table(
+        ["Culprit ranks", "Culprit hosts", "Straggler ranks", "Ranks reporting NCCL state"],
+        [
+            [
+                ", ".join(map(str, loc.get("culprit_ranks", []))),
+                ", ".join(loc.get("culprit_hosts", [])),
+                ", ".join(map(str, loc.get("straggler_ranks", []))),
+                loc.get("ranks_reporting", 0),
+            ]
+        ],
+    )
+    out.append("")
+    if loc.get("nccl"):
+        out += _table(
+            ["Rank", "PG", "Seq", "Op", "Last completed", "Role"],
+            [
+                [
+                    e.get("rank"),
+                    e.get("pg"),
+                    e.get("seq"),
+                    e.get("op"),
+                    e.get("last_completed"),
+                    e.get("role"),
+                ]
+                for e in loc["nccl"]
+            ],
+        )
+        out.append("")
+    findings = snap.get("findings") or []
+    if findings:
+        out += ["### Findings", ""]
+        out += _table(
+            ["Phase", "Kind", "Finding", "Evidence"],
+            [
+                [
+                    f.get("phase"),
+                    f.get("kind"),
+                    f.get("title"),
+                    "; ".join(_ref(r) for r in f.get("evidence") or []),
+                ]
+                for f in findings
+            ],
+        )
+        out.append("")
+
+    out += ["## Hypotheses and tests", ""]
+    hypotheses = snap.get("hypotheses") or []
+    if hypotheses:
+        out += _table(
+            ["Hypothesis", "Expected if true", "Test", "Result", "Status"],
+            [
+                [
+                    h["title"],
+                    h.get("expected_if_true"),
+                    h.get("test_plan"),
+                    h.get("test_result"),
+                    h.get("status"),
+                ]
+                for h in hypotheses
+            ],
+        )
+    elif snap.get("proposed_hypotheses"):
+        out += ["Proposed by the analysis (not tested):", ""]
+        out += _table(
+            ["Hypothesis", "Test", "Confidence"],
+            [
+                [h.get("title"), h.get("test"), h.get("confidence")]
+                for h in snap["proposed_hypotheses"]
+            ],
+        )
+    else:
+        out.append("_No hypotheses recorded._")
+    out.append("")
+
+    out += ["## Root cause", "", *_para(pm.root_cause)]
+    rca = snap.get("root_cause_analysis") or {}
+    if rca.get("chain"):
+        out += ["Causal chain from the logs (trigger first):", ""]
+        for i, link in enumerate(rca["chain"], 1):
+            refs = "; ".join(_ref(r) for r in link.get("evidence") or [])
+            out.append(
+                f"{i}. {md_cell(link.get('time'))} rank {md_cell(link.get('rank'))}: "
+                f"{md_cell(link.get('event'))}" + (f" — {refs}" if refs else "")
+            )
+        out.append("")
+    out += ["### Five Whys", ""]
+    chains = snap.get("five_whys") or snap.get("proposed_five_whys") or []
+    if not chains:
+        out += ["_No Five Whys recorded._", ""]
+    for chain in chains:
+        steps = chain.get("steps") or chain.get("levels") or []
+        chosen = " (chosen)" if chain.get("is_chosen") else ""
+        out += [f"#### {md_cell(chain.get('title') or 'Chain')}{chosen}", ""]
+        for i, step in enumerate(steps, 1):
+            refs = "; ".join(_ref(r) for r in step.get("evidence") or [])
+            out.append(
+                f"{i}. Why? {md_cell(step.get('why'))} → {md_cell(step.get('answer'))}"
+                + (f" — evidence: {refs}" if refs else "")
+            )
+        out.append("")
+
+    out += ["## Contributing factors", ""]
+    factors = snap.get("contributing_factors") or []
+    out += [f"- {md_cell(f)}" for f in factors] or ["_None recorded._"]
+    out.append("")
+
+    out += ["## Fix and verification", ""]
+    fixes = snap.get("fixes") or []
+    if not fixes:
+        out += ["_No fix recorded._", ""]
+    for fix in fixes:
+        out += [
+            f"### {md_cell(fix.get('title'))} ({md_cell(fix.get('kind'))}, {md_cell(fix.get('status'))})",
+            "",
+            *_para(fix.get("detail", ""), empty=""),
+        ]
+        for v in fix.get("verifications") or []:
+            out.append(
+                f"Verification at {md_cell(v.get('at'))}: **{md_cell(v.get('verdict'))}** (tolerance {md_cell(v.get('tolerance'))})"
+            )
+            out.append("")
+            baseline, post = v.get("baseline") or {}, v.get("post_fix") or {}
+            rows = [
+                [
+                    metric,
+                    ", ".join(map(str, baseline.get(metric) or [])),
+                    ", ".join(map(str, post.get(metric) or [])),
+                ]
+                for metric in sorted(set(baseline) | set(post))
+            ]
+            if rows:
+                out += _table(["Metric", "Baseline", "After fix"], rows)
+                out.append("")
+
+    out += ["## Action items", ""]
+    items = snap.get("action_items") or []
+    if items:
+        out += _table(
+            ["Action", "Type", "Owner", "Priority", "Due", "Status"],
+            [
+                [
+                    i["text"],
+                    i.get("kind"),
+                    i.get("owner"),
+                    i.get("priority"),
+                    i.get("due_date"),
+                    i.get("status"),
+                ]
+                for i in items
+            ],
+        )
+    else:
+        out.append("_No action items recorded._")
+    out.append("")
+
+    out += ["## What went well", "", *_para(pm.went_well)]
+    out += ["## What went wrong", "", *_para(pm.went_wrong)]
+    out += ["## Where we got lucky", "", *_para(pm.got_lucky)]
+
+    out += ["## Lessons learned", ""]
+    phases = ctx.get("phases") or []
+    total = sum(p["seconds"] for p in phases)
+    out += _table(
+        ["Phase", "Time spent", "Key action"],
+        [[p["label"], fmt_duration(p["seconds"]), p.get("key_action", "")] for p in phases]
+        + [["Total", fmt_duration(total), ""]],
+    )
+    out += ["", *_para(pm.lessons, empty="")]
+
+    out += ["## Similar incidents", ""]
+    similar = ctx.get("similar")
+    if similar and similar.matches:
+        out += _table(
+            ["Incident", "Score", "Why it matches"],
+            [
+                [f"{m.title} ({m.code})", f"{m.score:.2f}", "; ".join(m.reasons)]
+                for m in similar.matches
+            ],
+        )
+        out.append("")
+    else:
+        out += ["_No similar incidents found._", ""]
+    if similar and similar.recurring:
+        out += ["Recurring:", ""] + [f"- {md_cell(r)}" for r in similar.recurring] + [""]
+
+    out += ["## Review record", ""]
+    rows = [
+        [a["at"], a["approver"], f"approved revision {a['revision']}"]
+        for a in ctx.get("approvals", [])
+    ]
+    rows += [
+        [r["at"], r["by"], f"revision {r['number']} ({r['status']}) {r['note']}"]
+        for r in ctx.get("revisions", [])
+    ]
+    if rows:
+        out += _table(["When (UTC)", "Who", "What"], sorted(rows, key=lambda r: r[0]))
+    else:
+        out.append("_Not reviewed yet._")
+    out.append("")
+    return "\n".join(out)
