@@ -1,0 +1,181 @@
+"""Reads for artifacts. Access checks live here: outsiders get 404, never 403."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.core.files.storage import default_storage
+from django.db.models import QuerySet
+from django.http import Http404
+from django.urls import reverse
+
+from apps.analysis import engine
+from apps.incidents.models import Incident
+from apps.incidents.selectors import incident_get_for_user
+from apps.ingest.models import Artifact, ParseStatus, RankDigest
+
+
+def artifact_list_for_incident(*, incident: Incident) -> QuerySet[Artifact]:
+    return Artifact.objects.filter(incident=incident).order_by("display_name", "pk")
+
+
+def artifact_get_for_user(
+    *, user: AbstractBaseUser | AnonymousUser, incident_code: str, artifact_code: str
+) -> Artifact:
+    incident = incident_get_for_user(user=user, code=incident_code)
+    artifact = (
+        Artifact.objects.filter(incident=incident, code=artifact_code)
+        .select_related("incident")
+        .first()
+    )
+    if artifact is None:
+        raise Http404("No such artifact")
+    return artifact
+
+
+def artifact_parse_result(*, artifact: Artifact) -> engine.ParseResult | None:
+    """The stored ParseResult (with its metrics table), or None when not parsed yet."""
+    if not artifact.parsed_key:
+        return None
+    with default_storage.open(artifact.parsed_key, "rb") as raw, gzip.GzipFile(fileobj=raw) as fp:
+        data = json.load(fp)
+    return engine.ParseResult.from_json(data, metrics=artifact_metrics(artifact=artifact))
+
+
+def artifact_metrics(*, artifact: Artifact) -> engine.MetricsTable | None:
+    if not artifact.metrics_key:
+        return None
+    with default_storage.open(artifact.metrics_key, "rb") as fp:
+        return engine.MetricsTable.read(fp)
+
+
+def artifact_by_display_name(*, incident: Incident, name: str) -> Artifact | None:
+    """The stored artifact with this display name (the newest, if several)."""
+    return (
+        Artifact.objects.filter(incident=incident, display_name=name)
+        .exclude(parse_status=ParseStatus.REJECTED)
+        .order_by("-pk")
+        .first()
+    )
+
+
+def incident_parse_counts(*, incident: Incident) -> dict[str, int]:
+    counts = Counter(
+        Artifact.objects.filter(incident=incident).values_list("parse_status", flat=True)
+    )
+    return {s.value: counts.get(s.value, 0) for s in ParseStatus}
+
+
+def rank_digests_for_incident(*, incident: Incident) -> QuerySet[RankDigest]:
+    return RankDigest.objects.filter(incident=incident).select_related("artifact")
+
+
+def _name_map(incident: Incident) -> dict[str, str]:
+    # One query per incident per request, however many evidence links a page shows.
+    cached = getattr(incident, "_ingest_name_map", None)
+    if cached is None:
+        cached = dict(
+            Artifact.objects.filter(incident=incident)
+            .exclude(parse_status=ParseStatus.REJECTED)
+            .order_by("pk")
+            .values_list("display_name", "code")
+        )
+        incident._ingest_name_map = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def evidence_url(incident: Incident, file: str, line: int | str | None = None) -> str:
+    """URL of the evidence viewer at ``file`` (a display name) and ``line``; "" if unknown."""
+    code = _name_map(incident).get(file or "")
+    if code is None:
+        return ""
+    url = reverse("ingest:view", args=[incident.code, code])
+    try:
+        n = int(line) if line is not None and line != "" else None
+    except (TypeError, ValueError):
+        n = None
+    return f"{url}?line={n}#L{n}" if n and n > 0 else url
+
+
+# --- the evidence viewer ------------------------------------------------------------
+
+MAX_LINE_CHARS = 4000
+
+
+@dataclass(slots=True)
+class ViewLine:
+    number: int
+    text: str
+    cut: bool
+    highlight: bool
+
+
+@dataclass(slots=True)
+class ViewPage:
+    lines: list[ViewLine]
+    start: int
+    end: int  # last line shown
+    has_more: bool
+    total_lines: int | None
+
+
+def artifact_lines(
+    *, artifact: Artifact, start: int, count: int, highlight: int | None = None
+) -> ViewPage:
+    """Lines ``start``… (1-based) of the stored file, decoded with replacement.
+
+    Seeks with the parse result's sparse line index when there is one, so a line
+    near the end of a 2 GiB file does not mean reading the whole file.
+    """
+    start = max(1, start)
+    line_no, offset = 1, 0
+    total = artifact.line_count
+    result = None
+    if artifact.parsed_key and artifact.kind not in ("metrics",):
+        try:
+            result = _parse_json(artifact)
+        except (OSError, ValueError):
+            result = None
+    if result:
+        for ln, off in result.get("line_index", []):
+            if ln <= start and ln >= line_no:
+                line_no, offset = int(ln), int(off)
+    out: list[ViewLine] = []
+    has_more = False
+    with default_storage.open(artifact.storage_key, "rb") as fp:
+        if offset:
+            try:
+                fp.seek(offset)
+            except (OSError, ValueError):
+                fp.seek(0)
+                line_no = 1
+        for raw in _lines(fp):
+            if line_no >= start + count:
+                has_more = True
+                break
+            if line_no >= start:
+                text = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
+                cut = len(text) > MAX_LINE_CHARS
+                out.append(ViewLine(line_no, text[:MAX_LINE_CHARS], cut, line_no == highlight))
+            line_no += 1
+    end = out[-1].number if out else start - 1
+    return ViewPage(lines=out, start=start, end=end, has_more=has_more, total_lines=total)
+
+
+def _parse_json(artifact: Artifact) -> dict:
+    with default_storage.open(artifact.parsed_key, "rb") as raw, gzip.GzipFile(fileobj=raw) as fp:
+        return json.load(fp)
+
+
+def _lines(fp) -> Iterator[bytes]:
+    # Bounded: a "line" longer than 1 MiB is returned in pieces rather than held whole.
+    while True:
+        line = fp.readline(1 << 20)
+        if not line:
+            return
+        yield line

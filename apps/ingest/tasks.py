@@ -1,0 +1,40 @@
+"""Celery tasks of the ingest app: thin wrappers that take ids and call one service."""
+
+from __future__ import annotations
+
+from celery import shared_task
+from django.db import InterfaceError, OperationalError
+
+from apps.ingest import services
+
+TRANSIENT = (OperationalError, InterfaceError, services.StorageUnavailable)
+MAX_RETRIES = 5
+
+
+@shared_task(bind=True, max_retries=MAX_RETRIES, acks_late=True)
+def artifact_parse(self, artifact_id: int) -> str | None:
+    """Parse one artifact (``services.artifact_parse``), one task per artifact.
+
+    Idempotent: a missing row, or one already parsed/failed/rejected, is a no-op; a
+    redelivered copy takes the row over with a new fence token and writes the same
+    outputs to the same keys. Transient storage/database errors retry with
+    exponential backoff (5 s, 10 s, … up to 5 min, ``MAX_RETRIES`` times), after which
+    the artifact is marked failed with the reason. Content errors never retry: the
+    service records them as ``parse_status=failed``.
+    """
+    try:
+        return services.artifact_parse(artifact_id=artifact_id)
+    except TRANSIENT as exc:
+        if self.request.retries >= self.max_retries:
+            services.artifact_mark_failed(
+                artifact_id=artifact_id,
+                reason=f"gave up after {self.request.retries + 1} attempts: {exc}",
+            )
+            return "failed"
+        raise self.retry(exc=exc, countdown=min(300, 5 * 2**self.request.retries)) from exc
+
+
+@shared_task(acks_late=True)
+def artifact_enqueue_pending() -> int:
+    """Re-send parse tasks whose enqueue failed (broker down). Safe to run concurrently."""
+    return services.artifact_enqueue_pending()
