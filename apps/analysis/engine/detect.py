@@ -21,7 +21,9 @@ KINDS: tuple[str, ...] = (
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?!\d)", re.IGNORECASE)
 _FR_NAME = re.compile(r"(?:nccl_trace_rank_|comm_lib_trace_rank_|fr_trace|flight_?recorder)", re.I)
-_SLURM_OUT = re.compile(r"^(?:error|output|slurm|log|stderr|stdout)[-_](\d+)[-_](?P<node>[\w.-]+?)\.(?:out|err|log|txt)$")
+_SLURM_OUT = re.compile(
+    r"^(?:error|output|slurm|log|stderr|stdout)[-_](\d+)[-_](?P<node>[\w.-]+?)\.(?:out|err|log|txt)$"
+)
 _HOST_TOKEN = re.compile(r"(?P<h>(?:[a-z][a-z0-9]*-)+\d+|[a-z]+\d+[a-z0-9-]*)", re.I)
 
 
@@ -68,27 +70,42 @@ def detect_kind(name: str, head: bytes) -> str:
     if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
         return "flight_recorder"  # a pickle; only the restricted loader will read it
     text = head[:65536].decode("utf-8", errors="replace")
-    if _FR_NAME.search(base) and ('"pg_status"' in text or '"entries"' in text or head[:1] == b"\x80"):
+    if _FR_NAME.search(base) and (
+        '"pg_status"' in text or '"entries"' in text or head[:1] == b"\x80"
+    ):
         return "flight_recorder"
     if text.lstrip().startswith("{") and '"pg_status"' in text and '"version"' in text:
         return "flight_recorder"
     if not _is_text(head):
         return "other"
     if base.endswith((".csv", ".tsv", ".jsonl", ".ndjson")) or "metrics" in base:
-        from .metrics import looks_like_metrics_header  # noqa: PLC0415
+        from .metrics import looks_like_metrics_header
 
         first = text.split("\n", 1)[0]
         if looks_like_metrics_header(first):
             return "metrics"
-    if "out-of-place" in text and "busbw" in text or "# nccl-tests" in text or "_perf -b" in text:
+    first_line = text.split("\n", 1)[0].lower().replace(" ", "")
+    if re.match(r"^(?:host|hostname|node),(?:switch|leaf|tor)\b", first_line):
+        return "topology"
+    if re.match(r"^variable,value,(?:outcome|result)\b", first_line):
+        return "bisection"
+    if "temperature.gpu" in first_line or "ecc.errors." in first_line:
+        return "nvidia_smi"
+    if ("out-of-place" in text and "busbw" in text) or "# nccl-tests" in text or "_perf -b" in text:
         return "nccl_tests"
     if "NVIDIA-SMI" in text or "==============NVSMI LOG" in text:
         return "nvidia_smi"
-    if base.startswith(("aistarget", "aisproxy", "ais-target", "ais-proxy")) or ".ais-target-" in base:
+    if (
+        base.startswith(("aistarget", "aisproxy", "ais-target", "ais-proxy"))
+        or ".ais-target-" in base
+    ):
         return "aistore"
     if "bisect" in base:
         return "bisection"
-    if base.startswith(("topo", "nvidia-smi-topo", "ibstat", "ibnetdiscover")) or "\tGPU1\t" in text[:4000]:
+    if (
+        base.startswith(("topo", "nvidia-smi-topo", "ibstat", "ibnetdiscover"))
+        or "\tGPU1\t" in text[:4000]
+    ):
         return "topology"
     if re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", text[:4000], re.M):
         return "slurm_job"

@@ -58,7 +58,7 @@ def analyze(
     Never raises because of content: an analyzer that fails is listed in
     ``doc["analysis"]["analyzers"]`` with its error.
     """
-    from . import ENGINE_VERSION  # noqa: PLC0415
+    from . import ENGINE_VERSION
 
     t0 = time.perf_counter()
     ordered = sorted((r for r in results if r is not None), key=lambda r: r.name)

@@ -156,6 +156,16 @@ class Options:
     immediate_steps: int = 50
     max_timeline: int = 200
     max_nccl_rows: int = 100_000
+    # issue #5 (isolation / root cause / resolution)
+    history_hosts: dict[str, int] = field(
+        default_factory=dict
+    )  # host → past incidents of this team
+    step_time_regression: float = 0.10  # step time this fraction above baseline → regression
+    baseline_step_time: float | None = None  # seconds; None → the run's own early steps
+    expected_busbw: float | None = None  # GB/s the fabric should give (nccl-tests busbw)
+    pipeline_stages: int | None = None  # p, for the bubble fraction (p-1)/(m+p-1)
+    micro_batches: int | None = None  # m
+    correlation_window: float = 600.0  # seconds before a failure that count as "preceding"
 
 
 def evidence(e: Event) -> dict[str, Any]:

@@ -14,7 +14,7 @@ def _ranks(rs: list[int]) -> str:
     rs = sorted(set(rs))
     out: list[str] = []
     start = prev = rs[0]
-    for r in rs[1:] + [None]:  # type: ignore[list-item]
+    for r in [*rs[1:], None]:  # type: ignore[list-item]
         if r is not None and r == prev + 1:
             prev = r
             continue
@@ -53,7 +53,11 @@ def render_markdown(doc: dict[str, Any]) -> str:
     ]
     groups = loc.get("nccl_groups") or []
     if groups:
-        lines += ["", "| NCCL state | ranks | pg | seq | op | last enqueued | last completed |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| NCCL state | ranks | pg | seq | op | last enqueued | last completed |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for g in groups[:MAX_LIST]:
             lines.append(
                 f"| {g['role']} | {_ranks(g['ranks'])} | {g['pg']} | {g['seq']} | {g['op']} | "
@@ -64,7 +68,9 @@ def render_markdown(doc: dict[str, Any]) -> str:
         ev = step.get("evidence") or [{}]
         where = f" ({ev[0].get('file')}:{ev[0].get('line')})" if ev[0] else ""
         rank = f"rank {step['rank']}: " if step.get("rank") is not None else ""
-        lines.append(f"{i}. {step.get('time') or ''} {rank}{step['event']}{where}".replace("  ", " "))
+        lines.append(
+            f"{i}. {step.get('time') or ''} {rank}{step['event']}{where}".replace("  ", " ")
+        )
     lines += ["", "## Findings", ""]
     for f in doc["findings"]:
         lines.append(f"### [{f['phase']}] {f['title']} ({f['kind']}, {f['confidence']:.2f})")

@@ -43,7 +43,7 @@ class HyperscanScanner:
     name = "hyperscan"
 
     def __init__(self, patterns: Sequence[str] = PATTERNS) -> None:
-        import hyperscan  # noqa: PLC0415  (optional dependency)
+        import hyperscan
 
         self._db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
         self._db.compile(

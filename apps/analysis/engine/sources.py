@@ -3,13 +3,8 @@
 Archives are NOT expanded here: that is the job of the shared archive-safety
 module ``apps.lib.archives`` (the same rules as uploads: members stay in a
 private temporary space, no ``..``/absolute paths, size and ratio limits).
-This module only needs one function from it::
-
-    iter_members(path: str | Path) -> Iterator[tuple[str, BinaryIO | Exception]]
-
-yielding each member's path inside the archive with an open binary stream, or
-the exception that made it unsafe/unreadable. When the module is absent, an
-archive is reported as unreadable (the CLI shows it in the artifacts list) and
+A rejected member (``..`` path, link, bomb, corrupt) becomes a stream that
+fails on first read, so ``parse_artifact`` reports it in the artifact list and
 the other files are still analysed.
 """
 
@@ -50,25 +45,31 @@ def is_archive(head: bytes) -> bool:
 
 def _expand(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:
     try:
-        from apps.lib import archives  # noqa: PLC0415 — owned by the ingest side
+        from apps.lib import archives
     except ImportError:
-        archives = None
-    fn = getattr(archives, "iter_members", None) if archives else None
-    if fn is None:
-        yield name, UnreadableStream(
-            "archive expansion needs apps.lib.archives.iter_members, which is not available; "
-            "extract the archive and pass the directory"
+        yield (
+            name,
+            UnreadableStream(
+                "archive expansion needs apps.lib.archives, which is not available; "
+                "extract the archive and pass the directory"
+            ),
         )
         return
-    for member, stream in fn(path):
-        full = f"{name}/{member}"
-        if isinstance(stream, Exception):
-            yield full, UnreadableStream(f"skipped: {stream}")
-        else:
+    try:
+        for member in archives.iter_members(path, name):
+            if member.rejected is not None:
+                yield member.name, UnreadableStream(f"skipped: {member.rejected.reason}")
+                continue
+            stream = member.open()
             try:
-                yield full, stream
+                yield member.name, stream
             finally:
                 stream.close()
+    except archives.ArchiveError as exc:
+        yield (
+            f"{name} (rest of archive)",
+            UnreadableStream(f"archive unreadable past this point: {exc}"),
+        )
 
 
 def _one(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:

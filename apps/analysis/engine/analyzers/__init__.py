@@ -141,9 +141,16 @@ def run_all(ctx: Context, progress: Any = None) -> list[dict[str, Any]]:
         status = "ok"
         try:
             a.run(ctx)
-        except Exception as exc:  # noqa: BLE001 — one bad analyzer must not hide the rest
+        except Exception as exc:
             status = f"error: {type(exc).__name__}: {exc}"
-        ran.append({"name": a.name, "phase": a.phase, "status": status, "seconds": round(time.perf_counter() - t0, 4)})
+        ran.append(
+            {
+                "name": a.name,
+                "phase": a.phase,
+                "status": status,
+                "seconds": round(time.perf_counter() - t0, 4),
+            }
+        )
         if progress:
             progress(i + 1, len(analyzers), f"analyzer {a.name}")
     return ran
@@ -157,4 +164,20 @@ def _load_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    from . import failures, job, metrics, nccl, noise, torchrun, verdict  # noqa: F401, PLC0415
+    from . import (  # noqa: F401  # noqa: F401, PLC0415
+        chain,
+        correlation,
+        failures,
+        hardware,
+        isolation,
+        job,
+        memory,
+        metrics,
+        nccl,
+        noise,
+        numerics,
+        proposals,
+        storage,
+        torchrun,
+        verdict,
+    )

@@ -10,12 +10,30 @@ if TYPE_CHECKING:
     from .verdict import Verdict
 
 
+XID_NAMES = {
+    79: "GPU has fallen off the bus",
+    48: "double-bit ECC error",
+    63: "ECC page retirement / row remapping",
+    64: "ECC page retirement / row remapping failure",
+    74: "NVLink error",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+}
+
+
 def _ranks(rs: list[int], limit: int = 4) -> str:
     rs = sorted(set(rs))
     if not rs:
         return ""
     head = ", ".join(map(str, rs[:limit]))
-    return f"rank {head}" if len(rs) == 1 else f"ranks {head}" + (f" (+{len(rs) - limit})" if len(rs) > limit else "")
+    return (
+        f"rank {head}"
+        if len(rs) == 1
+        else f"ranks {head}" + (f" (+{len(rs) - limit})" if len(rs) > limit else "")
+    )
 
 
 def _where(v: Verdict) -> str:
@@ -27,14 +45,16 @@ def _where(v: Verdict) -> str:
 
 
 def _stuck(ctx: Context) -> str:
-    rows = [r for r in ctx.facts.get("nccl", {}).get("rows", []) if r["role"] == "initiator" and r["op"]]
+    rows = [
+        r for r in ctx.facts.get("nccl", {}).get("rows", []) if r["role"] == "initiator" and r["op"]
+    ]
     if not rows:
         return "the collective"
     r = rows[0]
     return f"{r['op']} seq {r['seq']}"
 
 
-def summary(ctx: Context, v: Verdict) -> str:  # noqa: PLR0911
+def summary(ctx: Context, v: Verdict) -> str:
     n_timeout = len({e.rank for e in ctx.kinds("watchdog_timeout", "watchdog_failure")})
     after = f"; {n_timeout} other rank(s) then timed out in {_stuck(ctx)}" if n_timeout else ""
     where = _where(v)
@@ -46,16 +66,30 @@ def summary(ctx: Context, v: Verdict) -> str:  # noqa: PLR0911
             return f"No failure found: {noise['title'].split(':')[0]} — noise, no action needed."
         return "No failure found in these files."
     if v.category == "OOM":
-        what = "ran out of host memory (kernel OOM killer)" if root and root.kind == "host_oom_kill" else "ran out of GPU memory (CUDA OOM" + (f", tried to allocate {f['tried']}" if f.get("tried") else "") + ")"
+        what = (
+            "ran out of host memory (kernel OOM killer)"
+            if root and root.kind == "host_oom_kill"
+            else "ran out of GPU memory (CUDA OOM"
+            + (f", tried to allocate {f['tried']}" if f.get("tried") else "")
+            + ")"
+        )
         return f"{where.capitalize() or 'A rank'} {what}{after} — lower per-GPU memory (micro-batch, activation checkpointing) and restart from the last checkpoint."
     if v.category == "HARDWARE":
         xid = f" with Xid {f['xid']}" if f.get("xid") else ""
-        det = f" ({f['detail'][:60].strip()})" if f.get("detail") else ""
+        name = (
+            XID_NAMES.get(f.get("xid"))
+            or str(f.get("detail", "")).rsplit(",", 1)[-1].strip(" .")[:60]
+        )
+        det = f" ({name})" if name else ""
         return f"GPU failure{xid}{det} on {', '.join(v.culprit_hosts) or where or 'one node'}{after} — drain that node, restart from the last checkpoint without it."
     if v.category == "NETWORK" and v.shape == "slow":
         return f"Training slowed: communication is slow on {', '.join(v.culprit_hosts[:6])} while compute is equal — test those nodes' links with nccl-tests and drain them if confirmed."
     if v.category == "NETWORK":
-        scope = "every rank was inside the collective, no rank is to blame" if v.extra.get("all_in_collective") or not v.culprit_hosts else f"errors on {', '.join(v.culprit_hosts[:4])}"
+        scope = (
+            "every rank was inside the collective, no rank is to blame"
+            if v.extra.get("all_in_collective") or not v.culprit_hosts
+            else f"errors on {', '.join(v.culprit_hosts[:4])}"
+        )
         return f"NCCL network failure in {_stuck(ctx)} ({scope}) — check the IB/RoCE fabric (links, switches, NIC counters) and restart from the last checkpoint."
     if v.category == "NUMERICAL":
         step = f.get("step") or ctx.facts.get("metrics", {}).get("nan_step")
@@ -82,42 +116,99 @@ def summary(ctx: Context, v: Verdict) -> str:  # noqa: PLR0911
 
 _RECS: dict[str, list[tuple[str, str]]] = {
     "OOM": [
-        ("immediate", "Restart from the last checkpoint with a smaller micro-batch or activation checkpointing on the failing rank's stage."),
-        ("structural", "Balance memory across pipeline stages / ranks; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True if fragmentation shows."),
-        ("prevention", "Track max allocated/reserved memory per rank each step and alert before 95%."),
+        (
+            "immediate",
+            "Restart from the last checkpoint with a smaller micro-batch or activation checkpointing on the failing rank's stage.",
+        ),
+        (
+            "structural",
+            "Balance memory across pipeline stages / ranks; set PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True if fragmentation shows.",
+        ),
+        (
+            "prevention",
+            "Track max allocated/reserved memory per rank each step and alert before 95%.",
+        ),
     ],
     "HARDWARE": [
-        ("immediate", "Drain the named node, run GPU diagnostics (dcgmi diag -r 3), restart from the last checkpoint without it."),
-        ("prevention", "Alert on Xid/ECC events from the kernel log and check GPUs before jobs start (epilog/prolog health checks)."),
+        (
+            "immediate",
+            "Drain the named node, run GPU diagnostics (dcgmi diag -r 3), restart from the last checkpoint without it.",
+        ),
+        (
+            "prevention",
+            "Alert on Xid/ECC events from the kernel log and check GPUs before jobs start (epilog/prolog health checks).",
+        ),
     ],
     "NETWORK": [
-        ("immediate", "Run nccl-tests (all_reduce_perf) across the affected nodes and check IB port counters (ibdiagnet, perfquery); restart excluding bad nodes."),
-        ("structural", "Ask the network team to inspect the links/switches common to the affected nodes."),
-        ("prevention", "Add periodic nccl-tests health checks and alert on NCCL bus bandwidth drops."),
+        (
+            "immediate",
+            "Run nccl-tests (all_reduce_perf) across the affected nodes and check IB port counters (ibdiagnet, perfquery); restart excluding bad nodes.",
+        ),
+        (
+            "structural",
+            "Ask the network team to inspect the links/switches common to the affected nodes.",
+        ),
+        (
+            "prevention",
+            "Add periodic nccl-tests health checks and alert on NCCL bus bandwidth drops.",
+        ),
     ],
     "NUMERICAL": [
-        ("immediate", "Restart from the last checkpoint before the first NaN step with a lower learning rate or stronger gradient clipping; skip or inspect that step's batch."),
-        ("prevention", "Alert on loss spikes and gradient-norm jumps; keep checkpoints frequent enough to roll back."),
+        (
+            "immediate",
+            "Restart from the last checkpoint before the first NaN step with a lower learning rate or stronger gradient clipping; skip or inspect that step's batch.",
+        ),
+        (
+            "prevention",
+            "Alert on loss spikes and gradient-norm jumps; keep checkpoints frequent enough to roll back.",
+        ),
     ],
     "INFRA": [
-        ("immediate", "Resubmit from the last checkpoint (with a longer time limit if the job hit it)."),
-        ("prevention", "Checkpoint on SIGTERM / before the time limit; use job dependencies for long runs."),
+        (
+            "immediate",
+            "Resubmit from the last checkpoint (with a longer time limit if the job hit it).",
+        ),
+        (
+            "prevention",
+            "Checkpoint on SIGTERM / before the time limit; use job dependencies for long runs.",
+        ),
     ],
     "SOFTWARE": [
-        ("immediate", "Read the first error's traceback on the named rank; fix and rerun from the last checkpoint."),
-        ("prevention", "Run with TORCH_DISTRIBUTED_DEBUG=DETAIL in a short smoke test after code changes to catch collective mismatches."),
+        (
+            "immediate",
+            "Read the first error's traceback on the named rank; fix and rerun from the last checkpoint.",
+        ),
+        (
+            "prevention",
+            "Run with TORCH_DISTRIBUTED_DEBUG=DETAIL in a short smoke test after code changes to catch collective mismatches.",
+        ),
     ],
     "DATA": [
-        ("immediate", "Inspect the straggler rank's data shard and storage reads; restart from the last checkpoint."),
-        ("structural", "Put a timeout on data reads (e.g. HTTP/object-store reads in the data loader) and retry or skip the sample instead of blocking the rank."),
-        ("prevention", "Log per-rank data-loading time per step so a stalling rank is visible before the NCCL timeout."),
+        (
+            "immediate",
+            "Inspect the straggler rank's data shard and storage reads; restart from the last checkpoint.",
+        ),
+        (
+            "structural",
+            "Put a timeout on data reads (e.g. HTTP/object-store reads in the data loader) and retry or skip the sample instead of blocking the rank.",
+        ),
+        (
+            "prevention",
+            "Log per-rank data-loading time per step so a stalling rank is visible before the NCCL timeout.",
+        ),
     ],
     "STORAGE_IO": [
-        ("immediate", "Check the storage system's health (disk pressure, errors) around the failure time; restart from the last checkpoint."),
+        (
+            "immediate",
+            "Check the storage system's health (disk pressure, errors) around the failure time; restart from the last checkpoint.",
+        ),
         ("prevention", "Alert on storage error counters; retry with backoff on reads."),
     ],
     "UNKNOWN": [
-        ("immediate", "Look at the first error of each rank (findings) and the ranks without NCCL state; enable TORCH_NCCL_TRACE_BUFFER_SIZE and py-spy dumps for the next run."),
+        (
+            "immediate",
+            "Look at the first error of each rank (findings) and the ranks without NCCL state; enable TORCH_NCCL_TRACE_BUFFER_SIZE and py-spy dumps for the next run.",
+        ),
     ],
 }
 
@@ -127,5 +218,10 @@ def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
         return []
     recs = [{"kind": k, "text": t} for k, t in _RECS.get(v.category, _RECS["UNKNOWN"])]
     if v.shape == "slow" and v.category == "UNKNOWN":
-        recs = [{"kind": "immediate", "text": "Compare per-rank step times; check the slowest ranks' GPU clocks/thermals and their nodes' network."}]
+        recs = [
+            {
+                "kind": "immediate",
+                "text": "Compare per-rank step times; check the slowest ranks' GPU clocks/thermals and their nodes' network.",
+            }
+        ]
     return recs

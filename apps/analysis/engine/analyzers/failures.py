@@ -32,7 +32,15 @@ SYMPTOMS = {
     "comm_aborted",
     "remote_error",
 }
-NOT_ERRORS = {"nccl_progress", "run_succeeded", "retry", "connection_error", "fr_status", "dump_observed", "dump_received"}
+NOT_ERRORS = {
+    "nccl_progress",
+    "run_succeeded",
+    "retry",
+    "connection_error",
+    "fr_status",
+    "dump_observed",
+    "dump_received",
+}
 
 LABELS = {
     "cuda_oom": "CUDA out of memory",
@@ -59,7 +67,7 @@ LABELS = {
 }
 
 
-def _category(e: Event) -> tuple[str, float] | None:  # noqa: PLR0911, PLR0912
+def _category(e: Event) -> tuple[str, float] | None:
     k, f = e.kind, e.fields
     if k == "cuda_oom":
         return "OOM", 0.95
@@ -108,7 +116,10 @@ def _category(e: Event) -> tuple[str, float] | None:  # noqa: PLR0911, PLR0912
             return None  # distributed echoes of another failure
         if "NCCL" in msg or "Watchdog" in msg or "ProcessGroup" in msg:
             return None
-        if t in ("OSError", "IOError", "FileNotFoundError", "PermissionError") or "I/O error" in msg:
+        if (
+            t in ("OSError", "IOError", "FileNotFoundError", "PermissionError")
+            or "I/O error" in msg
+        ):
             return "STORAGE_IO", 0.5
         if "DataLoader" in msg or "Loader" in t:
             return "DATA", 0.7
@@ -136,24 +147,46 @@ class FailuresAnalyzer:
         for e in ctx.events:
             if e.kind in NOT_ERRORS:
                 continue
-            if e.rank is not None and e.rank not in first_by_rank and (e.level in ("E", "F", None) or e.kind not in SYMPTOMS):
+            if (
+                e.rank is not None
+                and e.rank not in first_by_rank
+                and (e.level in ("E", "F", None) or e.kind not in SYMPTOMS)
+            ):
                 first_by_rank[e.rank] = e
             if e.kind in SYMPTOMS:
                 continue
             cat = _category(e)
             if cat is None:
                 continue
-            causes.append({"category": cat[0], "strength": cat[1], "event": e, "label": LABELS.get(e.kind, e.kind)})
+            causes.append(
+                {
+                    "category": cat[0],
+                    "strength": cat[1],
+                    "event": e,
+                    "label": LABELS.get(e.kind, e.kind),
+                }
+            )
         ctx.facts["causes"] = causes
         loc = ctx.doc["localization"]
         loc["first_error_by_rank"] = [
-            {"rank": r, "kind": e.kind, "time": etime(e), **evidence(e)} for r, e in sorted(first_by_rank.items())
+            {"rank": r, "kind": e.kind, "time": etime(e), **evidence(e)}
+            for r, e in sorted(first_by_rank.items())
         ][:4096]
-        errors = [e for e in ctx.events if e.kind not in NOT_ERRORS and (e.kind not in SYMPTOMS or e.kind in ("watchdog_timeout", "torchrun_failure"))]
+        errors = [
+            e
+            for e in ctx.events
+            if e.kind not in NOT_ERRORS
+            and (e.kind not in SYMPTOMS or e.kind in ("watchdog_timeout", "torchrun_failure"))
+        ]
         errors.sort(key=lambda e: (etime(e) or "9999", e.file, e.line))
         if errors:
             first = errors[0]
-            loc["first_failure"] = {"rank": first.rank, "kind": first.kind, "time": etime(first), **evidence(first)}
+            loc["first_failure"] = {
+                "rank": first.rank,
+                "kind": first.kind,
+                "time": etime(first),
+                **evidence(first),
+            }
         for cat in sorted({c["category"] for c in causes}):
             group = [c for c in causes if c["category"] == cat]
             group.sort(key=lambda c: (etime(c["event"]) or "9999", -c["strength"]))
@@ -164,7 +197,9 @@ class FailuresAnalyzer:
             ctx.add_finding(
                 phase="triage",
                 kind=group[0]["event"].kind,
-                title=f"{group[0]['label']}" + (f" on rank(s) {_short(ranks)}" if ranks else "") + (f" ({', '.join(hosts[:4])})" if hosts else ""),
+                title=f"{group[0]['label']}"
+                + (f" on rank(s) {_short(ranks)}" if ranks else "")
+                + (f" ({', '.join(hosts[:4])})" if hosts else ""),
                 detail=f"{len(group)} line(s) of kind {', '.join(kinds)}; category {cat}.",
                 confidence=best,
                 ranks=ranks,
@@ -175,7 +210,9 @@ class FailuresAnalyzer:
 
 
 def _short(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks[:8])) + (f" and {len(ranks) - 8} more" if len(ranks) > 8 else "")
+    return ", ".join(map(str, ranks[:8])) + (
+        f" and {len(ranks) - 8} more" if len(ranks) > 8 else ""
+    )
 
 
 def _approximate_times(ctx: Context) -> None:

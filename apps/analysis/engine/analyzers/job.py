@@ -55,12 +55,19 @@ class JobAnalyzer:
         job["hosts"] = dict(sorted(hosts.items()))
         nnodes = [r.facts["nnodes"] for r in ctx.results if r.facts.get("nnodes")]
         job["nodes"] = len(hosts) or (max(nnodes) if nnodes else None)
-        job["resumed_from_checkpoint"] = any(r.facts.get("resumed_from_checkpoint") for r in ctx.results)
+        job["resumed_from_checkpoint"] = any(
+            r.facts.get("resumed_from_checkpoint") for r in ctx.results
+        )
         first = [ri.first_time for r in ctx.results for ri in r.rank_info.values() if ri.first_time]
         if ctx.year:
             first = [f"{ctx.year:04d}{t[4:]}" if t.startswith("0000-") else t for t in first]
         ctx.facts["job_start"] = min(first) if first else None
-        steps = [ri.last_step for r in ctx.results for ri in r.rank_info.values() if ri.last_step is not None]
+        steps = [
+            ri.last_step
+            for r in ctx.results
+            for ri in r.rank_info.values()
+            if ri.last_step is not None
+        ]
         ctx.facts["last_step"] = max(steps) if steps else None
         ctx.facts["rank_host"] = rank_host
         ctx.facts["seen"] = seen

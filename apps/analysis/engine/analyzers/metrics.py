@@ -4,7 +4,7 @@
   below ``Options.straggler_score`` (0.75) → straggler. The robust z-score
   (median/MAD) is reported beside it.
 - Network on a subset of nodes: over the recent third of the run, hosts whose
-  median communication time is ``Options.comm_ratio`` × the hosts' median while
+  median communication time is ``Options.comm_ratio`` times the hosts' median while
   compute time is equal across hosts.
 - Throughput drop: the run's recent median step time against its own baseline
   (after warm-up), more than ``Options.throughput_drop`` slower.
@@ -37,7 +37,16 @@ def _ev(samples: dict[int, tuple[str, dict[str, Any]]], rank: int, which: str) -
     row = s.get(which) or s.get("last")
     if not row:
         return []
-    return [Event(kind="metrics_row", line=row["line"], text=row["text"], rank=None if rank < 0 else rank, file=name, fields={"step": row.get("step")})]
+    return [
+        Event(
+            kind="metrics_row",
+            line=row["line"],
+            text=row["text"],
+            rank=None if rank < 0 else rank,
+            file=name,
+            fields={"step": row.get("step")},
+        )
+    ]
 
 
 def _median_by(keys: np.ndarray, values: np.ndarray) -> dict[Any, float]:
@@ -97,7 +106,13 @@ class MetricsAnalyzer:
             category="NUMERICAL",
         )
 
-    def _stragglers(self, ctx: Context, m: Any, samples: dict[int, tuple[str, dict[str, Any]]], facts: dict[str, Any]) -> None:
+    def _stragglers(
+        self,
+        ctx: Context,
+        m: Any,
+        samples: dict[int, tuple[str, dict[str, Any]]],
+        facts: dict[str, Any],
+    ) -> None:
         per = _median_by(m.numpy("rank"), m.numpy("step_time").astype(float))
         if len(per) < 4:
             return
@@ -108,14 +123,23 @@ class MetricsAnalyzer:
         for rank, v in sorted(per.items()):
             score = med / v if v > 0 else 1.0
             if score < ctx.options.straggler_score:
-                out.append({"rank": int(rank), "median_step_time": v, "score": round(score, 3), "robust_z": round(0.6745 * (v - med) / mad, 1)})
+                out.append(
+                    {
+                        "rank": int(rank),
+                        "median_step_time": v,
+                        "score": round(score, 3),
+                        "robust_z": round(0.6745 * (v - med) / mad, 1),
+                    }
+                )
         facts["stragglers"] = out
         facts["median_step_time"] = med
         if not out or len(out) > 0.5 * len(per):
             return
         ranks = [s["rank"] for s in out]
         rank_host = ctx.facts.get("rank_host", {})
-        ctx.doc["localization"]["straggler_ranks"] = sorted(set(ctx.doc["localization"]["straggler_ranks"]) | set(ranks))
+        ctx.doc["localization"]["straggler_ranks"] = sorted(
+            set(ctx.doc["localization"]["straggler_ranks"]) | set(ranks)
+        )
         for s in out[:16]:
             ctx.add_finding(
                 phase="localization",
@@ -129,7 +153,14 @@ class MetricsAnalyzer:
                 source="metrics",
             )
 
-    def _network(self, ctx: Context, m: Any, samples: dict[int, tuple[str, dict[str, Any]]], facts: dict[str, Any], steps: np.ndarray) -> None:
+    def _network(
+        self,
+        ctx: Context,
+        m: Any,
+        samples: dict[int, tuple[str, dict[str, Any]]],
+        facts: dict[str, Any],
+        steps: np.ndarray,
+    ) -> None:
         hosts = self._hosts(ctx, m)
         if hosts is None:
             return
@@ -151,9 +182,17 @@ class MetricsAnalyzer:
         facts["slow_hosts"] = slow
         facts["equal_compute"] = equal_compute
         rank_col = m.numpy("rank") if m.has("rank") else None
-        ranks = sorted({int(r) for r, h in zip(rank_col, hosts, strict=True) if h in slow}) if rank_col is not None else []
+        ranks = (
+            sorted({int(r) for r, h in zip(rank_col, hosts, strict=True) if h in slow})
+            if rank_col is not None
+            else []
+        )
         evs = [e for r in ranks[:2] for e in _ev(samples, r, "last")]
-        fast_ranks = sorted({int(r) for r, h in zip(rank_col, hosts, strict=True) if h not in slow})[:1] if rank_col is not None else []
+        fast_ranks = (
+            sorted({int(r) for r, h in zip(rank_col, hosts, strict=True) if h not in slow})[:1]
+            if rank_col is not None
+            else []
+        )
         evs += [e for r in fast_ranks for e in _ev(samples, r, "last")]
         ctx.add_finding(
             phase="localization",
@@ -175,10 +214,20 @@ class MetricsAnalyzer:
             return np.array([h or "?" for h in m.column("host")], dtype=object)
         rank_host = ctx.facts.get("rank_host", {})
         if m.has("rank") and rank_host:
-            return np.array([rank_host.get(int(r), "?") if r == r else "?" for r in m.numpy("rank")], dtype=object)
+            return np.array(
+                [rank_host.get(int(r), "?") if r == r else "?" for r in m.numpy("rank")],
+                dtype=object,
+            )
         return None
 
-    def _drop(self, ctx: Context, m: Any, samples: dict[int, tuple[str, dict[str, Any]]], facts: dict[str, Any], steps: np.ndarray) -> None:
+    def _drop(
+        self,
+        ctx: Context,
+        m: Any,
+        samples: dict[int, tuple[str, dict[str, Any]]],
+        facts: dict[str, Any],
+        steps: np.ndarray,
+    ) -> None:
         use_time = m.has("step_time")
         vals = m.numpy("step_time" if use_time else "throughput").astype(float)
         per_step = _median_by(steps, vals)
@@ -205,7 +254,8 @@ class MetricsAnalyzer:
         ctx.add_finding(
             phase="triage",
             kind="throughput_drop",
-            title=f"Throughput dropped {drop:.0%} against the run's own baseline" + (f" from step {at}" if at is not None else ""),
+            title=f"Throughput dropped {drop:.0%} against the run's own baseline"
+            + (f" from step {at}" if at is not None else ""),
             detail=f"Median {'step time' if use_time else 'throughput'} {baseline:.3g} at the start vs {recent:.3g} recently.",
             confidence=0.8,
             evidence_events=evs,

@@ -19,7 +19,13 @@ from typing import Any
 from ..model import Event
 from . import Context, register_analyzer
 
-OWN = {"watchdog_timeout", "watchdog_failure", "dump_first", "async_exception", "blocking_wait_timeout"}
+OWN = {
+    "watchdog_timeout",
+    "watchdog_failure",
+    "dump_first",
+    "async_exception",
+    "blocking_wait_timeout",
+}
 STATE = OWN | {"dump_observed", "dump_received", "fr_status", "comm_aborted", "watchdog_exit"}
 
 
@@ -43,7 +49,7 @@ class NcclAnalyzer:
     phase = "localization"
     order = 20
 
-    def run(self, ctx: Context) -> None:  # noqa: PLR0912, PLR0915
+    def run(self, ctx: Context) -> None:
         per_rank: dict[int, dict[str, list[Event]]] = {}
         for e in ctx.events:
             if e.kind in STATE and e.rank is not None:
@@ -59,7 +65,11 @@ class NcclAnalyzer:
                 if (rank, pg) in rows or "seq" not in ev.fields:
                     continue
                 r = rows[(rank, pg)] = _row(rank, pg, ev)
-                r.update(seq=ev.fields["seq"], last_enqueued=ev.fields["last_enqueued"], last_completed=ev.fields["last_completed"])
+                r.update(
+                    seq=ev.fields["seq"],
+                    last_enqueued=ev.fields["last_enqueued"],
+                    last_completed=ev.fields["last_completed"],
+                )
             for ev in kinds.get("fr_status", []):
                 pg = ev.fields.get("pg", "?")
                 if (rank, pg) in rows:
@@ -72,7 +82,11 @@ class NcclAnalyzer:
                     last_enqueued=ev.fields.get("last_enqueued"),
                     last_completed=ev.fields.get("last_completed"),
                 )
-            for ev in kinds.get("watchdog_timeout", []) + kinds.get("async_exception", []) + kinds.get("blocking_wait_timeout", []):
+            for ev in (
+                kinds.get("watchdog_timeout", [])
+                + kinds.get("async_exception", [])
+                + kinds.get("blocking_wait_timeout", [])
+            ):
                 seq = ev.fields.get("seq")
                 if seq is None:
                     continue
@@ -92,9 +106,16 @@ class NcclAnalyzer:
                     notified_from.setdefault(rank, ev.fields["from_rank"])
                 elif ev.fields.get("from_self"):
                     own.add(rank)
-                if (rank, "0") not in rows and (rank, "?") not in rows and "last_enqueued" in ev.fields:
+                if (
+                    (rank, "0") not in rows
+                    and (rank, "?") not in rows
+                    and "last_enqueued" in ev.fields
+                ):
                     r = rows[(rank, "0")] = _row(rank, "0", ev)
-                    r.update(last_enqueued=ev.fields["last_enqueued"], last_completed=ev.fields["last_completed"])
+                    r.update(
+                        last_enqueued=ev.fields["last_enqueued"],
+                        last_completed=ev.fields["last_completed"],
+                    )
             if kinds.get("dump_observed") and rank not in notified_from:
                 notified_from[rank] = None
         notified = {r for r in notified_from if r not in own}
@@ -102,11 +123,19 @@ class NcclAnalyzer:
         # the sequence number each process group is stuck on
         targets: dict[str, int | None] = {}
         for pg in {pg for (_r, pg) in rows}:
-            seqs = [r["seq"] for (_rk, p), r in rows.items() if p == pg and r["seq"] is not None and r["rank"] in own]
+            seqs = [
+                r["seq"]
+                for (_rk, p), r in rows.items()
+                if p == pg and r["seq"] is not None and r["rank"] in own
+            ]
             if seqs:
                 targets[pg] = Counter(seqs).most_common(1)[0][0]
             else:
-                enq = [r["last_enqueued"] for (_rk, p), r in rows.items() if p == pg and r["last_enqueued"] is not None]
+                enq = [
+                    r["last_enqueued"]
+                    for (_rk, p), r in rows.items()
+                    if p == pg and r["last_enqueued"] is not None
+                ]
                 targets[pg] = max(enq) if enq else None
         if "0" in targets and "?" in targets and targets["0"] is None:
             targets["0"] = targets["?"]
@@ -116,9 +145,13 @@ class NcclAnalyzer:
                 tgt = targets.get("?")
             if e is not None and c is not None and e == c and tgt is not None and c < tgt:
                 r["role"] = "straggler"
-            elif c is not None and tgt is not None and c >= tgt and r["rank"] not in own:
-                r["role"] = "ahead"
-            elif c is not None and tgt is not None and c >= tgt and r["rank"] in own and r["seq"] not in (None, tgt):
+            elif (c is not None and tgt is not None and c >= tgt and r["rank"] not in own) or (
+                c is not None
+                and tgt is not None
+                and c >= tgt
+                and r["rank"] in own
+                and r["seq"] not in (None, tgt)
+            ):
                 r["role"] = "ahead"
             elif r["rank"] in own:
                 r["role"] = "initiator"
@@ -131,14 +164,18 @@ class NcclAnalyzer:
         ahead = sorted({r["rank"] for r in rows.values() if r["role"] == "ahead"})
         for rank in notified:
             if not any(rk == rank for (rk, _pg) in rows):
-                ev = per_rank[rank].get("dump_observed", per_rank[rank].get("dump_received", [None]))[0]
+                ev = per_rank[rank].get(
+                    "dump_observed", per_rank[rank].get("dump_received", [None])
+                )[0]
                 if ev is not None:
                     r = rows[(rank, "0")] = _row(rank, "0", ev)
                     r["role"] = "notified"
 
         ordered = sorted(rows.values(), key=lambda r: (r["rank"], r["pg"]))
         loc = ctx.doc["localization"]
-        loc["nccl"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in ordered][: ctx.options.max_nccl_rows]
+        loc["nccl"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in ordered][
+            : ctx.options.max_nccl_rows
+        ]
         loc["initiator_ranks"] = sorted(own)
         loc["notified_ranks"] = sorted(notified)
         loc["straggler_ranks"] = stragglers
@@ -149,10 +186,26 @@ class NcclAnalyzer:
 
         seen = ctx.facts.get("seen", set())
         with_state = {r["rank"] for r in ordered}
-        in_coll = [r for r in ordered if r["role"] == "initiator" and r["last_enqueued"] is not None and r["last_completed"] is not None and r["last_enqueued"] > r["last_completed"]]
+        in_coll = [
+            r
+            for r in ordered
+            if r["role"] == "initiator"
+            and r["last_enqueued"] is not None
+            and r["last_completed"] is not None
+            and r["last_enqueued"] > r["last_completed"]
+        ]
         world = ctx.doc["job"].get("world_size") or len(seen)
-        all_in = bool(ordered) and not stragglers and not ahead and len({r["rank"] for r in in_coll}) >= max(2, int(0.9 * world))
-        silent = sorted(seen - with_state) if with_state and len(with_state) >= 0.5 * max(1, len(seen)) else []
+        all_in = (
+            bool(ordered)
+            and not stragglers
+            and not ahead
+            and len({r["rank"] for r in in_coll}) >= max(2, int(0.9 * world))
+        )
+        silent = (
+            sorted(seen - with_state)
+            if with_state and len(with_state) >= 0.5 * max(1, len(seen))
+            else []
+        )
         ctx.facts["nccl"] = {
             "rows": ordered,
             "targets": targets,
@@ -166,7 +219,18 @@ class NcclAnalyzer:
         }
         self._findings(ctx, per_rank, ordered, targets, stragglers, ahead, notified, all_in, silent)
 
-    def _findings(self, ctx: Context, per_rank: dict[int, dict[str, list[Event]]], rows: list[dict[str, Any]], targets: dict[str, int | None], stragglers: list[int], ahead: list[int], notified: set[int], all_in: bool, silent: list[int]) -> None:  # noqa: PLR0913
+    def _findings(
+        self,
+        ctx: Context,
+        per_rank: dict[int, dict[str, list[Event]]],
+        rows: list[dict[str, Any]],
+        targets: dict[str, int | None],
+        stragglers: list[int],
+        ahead: list[int],
+        notified: set[int],
+        all_in: bool,
+        silent: list[int],
+    ) -> None:
         timeouts = ctx.kinds("watchdog_timeout", "watchdog_failure")
         if timeouts:
             rks = sorted({e.rank for e in timeouts if e.rank is not None})
@@ -210,7 +274,10 @@ class NcclAnalyzer:
                 evidence_events=[e],
             )
         if notified:
-            evs = [per_rank[r].get("dump_received", per_rank[r].get("dump_observed", []))[0] for r in sorted(notified)]
+            evs = [
+                per_rank[r].get("dump_received", per_rank[r].get("dump_observed", []))[0]
+                for r in sorted(notified)
+            ]
             ctx.add_finding(
                 phase="localization",
                 kind="nccl_notified",
@@ -262,7 +329,15 @@ def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         key = (r["role"], r["pg"], r["seq"], r["op"], r["last_enqueued"], r["last_completed"])
         groups.setdefault(key, []).append(r["rank"])
     out = [
-        {"role": k[0], "pg": k[1], "seq": k[2], "op": k[3], "last_enqueued": k[4], "last_completed": k[5], "ranks": v}
+        {
+            "role": k[0],
+            "pg": k[1],
+            "seq": k[2],
+            "op": k[3],
+            "last_enqueued": k[4],
+            "last_completed": k[5],
+            "ranks": v,
+        }
         for k, v in groups.items()
     ]
     order = {"straggler": 0, "ahead": 1, "initiator": 2, "waiting": 3, "notified": 4}

@@ -31,9 +31,7 @@ class RetryNoiseAnalyzer:
                     escalated.append(e)
             elif e.fields.get("remaining") is not None and e.fields["remaining"] <= 0:
                 exhausted.append(e)
-        total_retries = sum(
-            r.event_counts.get("retry", 0) for r in ctx.results
-        )
+        total_retries = sum(r.event_counts.get("retry", 0) for r in ctx.results)
         total_resets = sum(r.event_counts.get("connection_error", 0) for r in ctx.results)
         ctx.facts["retry_exhausted"] = exhausted
         ctx.facts["retry_escalated"] = escalated

@@ -38,7 +38,9 @@ class TorchrunAnalyzer:
                 "file": e.file,
                 "line": e.line,
             }
-            for e in sorted(failures, key=lambda e: (e.time or "9999", e.rank if e.rank is not None else -1))
+            for e in sorted(
+                failures, key=lambda e: (e.time or "9999", e.rank if e.rank is not None else -1)
+            )
         ][:256]
         ctx.doc["localization"]["torchrun_failures"] = summary
         note = ""
@@ -51,7 +53,8 @@ class TorchrunAnalyzer:
             kind="torchrun_first_failure",
             title=(
                 f"First failure reported by torchrun: rank {first.rank} on {first.host or '?'}"
-                f" at {first.time or 'unknown time'}, exit code {code}" + (f" ({sig})" if sig else "")
+                f" at {first.time or 'unknown time'}, exit code {code}"
+                + (f" ({sig})" if sig else "")
             ),
             detail=(
                 f"{len(failures)} failed worker(s) in {len(files)} summary file(s); {len(roots)} agent(s) named a root cause; "

@@ -20,7 +20,16 @@ from .advice import recommendations, summary
 from .failures import etime
 
 DATA_SYMPTOMS = {"data_error", "retry", "connection_error", "retry_exhausted", "storage_error"}
-FATAL = {"torchrun_failure", "teardown", "fatal_terminate", "watchdog_timeout", "watchdog_failure", "slurm_time_limit", "torchrun_failed", "worker_group_failed"}
+FATAL = {
+    "torchrun_failure",
+    "teardown",
+    "fatal_terminate",
+    "watchdog_timeout",
+    "watchdog_failure",
+    "slurm_time_limit",
+    "torchrun_failed",
+    "worker_group_failed",
+}
 
 
 @dataclass
@@ -41,7 +50,7 @@ def _earlier(a: str | None, b: str | None, seconds: float = 60.0) -> bool:
     """True when ``a`` is at least ``seconds`` before ``b`` (ISO strings, same year)."""
     if not a or not b or a[:4] != b[:4]:
         return False
-    from datetime import datetime  # noqa: PLC0415
+    from datetime import datetime
 
     try:
         ta = datetime.fromisoformat(a.replace("0000-", "2000-", 1))
@@ -54,7 +63,7 @@ def _earlier(a: str | None, b: str | None, seconds: float = 60.0) -> bool:
 def _seconds_between(a: str | None, b: str | None) -> float | None:
     if not a or not b or a[:4] != b[:4]:
         return None
-    from datetime import datetime  # noqa: PLC0415
+    from datetime import datetime
 
     try:
         ta = datetime.fromisoformat(a.replace("0000-", "2000-", 1))
@@ -75,7 +84,12 @@ class VerdictAnalyzer:
         world = job.get("world_size") or len(job.get("ranks_seen", []))
         v.scope = self._scope(ctx, v, world)
         when = self._when(ctx, v)
-        severity = {"crash": "CRITICAL", "hang": "CRITICAL", "diverge": "CRITICAL", "slow": "WARNING"}.get(v.shape, "OK")
+        severity = {
+            "crash": "CRITICAL",
+            "hang": "CRITICAL",
+            "diverge": "CRITICAL",
+            "slow": "WARNING",
+        }.get(v.shape, "OK")
         v.chain = self._chain(ctx, v)
         t = ctx.doc["triage"]
         t.update(
@@ -112,7 +126,7 @@ class VerdictAnalyzer:
             )
 
     # -- decision ---------------------------------------------------------
-    def _decide(self, ctx: Context) -> Verdict:  # noqa: PLR0911, PLR0912
+    def _decide(self, ctx: Context) -> Verdict:
         causes = ctx.facts.get("causes", [])
         nccl = ctx.facts.get("nccl", {})
         met = ctx.facts.get("metrics", {})
@@ -124,10 +138,22 @@ class VerdictAnalyzer:
         exhausted = ctx.facts.get("retry_exhausted", [])
 
         if succeeded and not fatal:
-            if met.get("slow_hosts") or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop:
+            if (
+                met.get("slow_hosts")
+                or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop
+            ):
                 return self._slow(ctx, met)
             return Verdict(shape="none", category="UNKNOWN", confidence=0.8)
 
+        stragglers = nccl.get("stragglers", [])
+        if stragglers and not [
+            c
+            for c in specific
+            if c["category"] not in ("DATA", "STORAGE_IO", "SOFTWARE")
+            or c["event"].rank not in stragglers
+        ]:
+            # every specific cause sits on a straggler: the job hung waiting for it
+            return self._straggler(ctx, stragglers)
         pick = None
         if specific:
             best = [c for c in specific if c["strength"] >= 0.75] or specific
@@ -143,46 +169,92 @@ class VerdictAnalyzer:
         if pick is not None:
             return self._from_cause(ctx, pick, causes)
         if met.get("nan_step") is not None:
-            return Verdict(shape="diverge", category="NUMERICAL", confidence=0.8, root_label="loss became NaN/Inf in the metrics")
+            return Verdict(
+                shape="diverge",
+                category="NUMERICAL",
+                confidence=0.8,
+                root_label="loss became NaN/Inf in the metrics",
+            )
         if exhausted:
             e = exhausted[0]
-            return Verdict(shape="crash", category="STORAGE_IO", confidence=0.6, root=e, root_label="retries exhausted", culprit_ranks=[e.rank] if e.rank is not None else [])
-        stragglers = nccl.get("stragglers", [])
+            return Verdict(
+                shape="crash",
+                category="STORAGE_IO",
+                confidence=0.6,
+                root=e,
+                root_label="retries exhausted",
+                culprit_ranks=[e.rank] if e.rank is not None else [],
+            )
         if stragglers:
             return self._straggler(ctx, stragglers)
         if nccl.get("all_in_collective"):
             rows = [r for r in nccl["rows"] if r["role"] == "initiator"]
-            return Verdict(shape="hang", category="NETWORK", confidence=0.55, root=rows[0]["_ev"] if rows else None, root_label="a collective every rank entered never completed")
-        if met.get("slow_hosts") or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop or met.get("stragglers"):
+            return Verdict(
+                shape="hang",
+                category="NETWORK",
+                confidence=0.55,
+                root=rows[0]["_ev"] if rows else None,
+                root_label="a collective every rank entered never completed",
+            )
+        if (
+            met.get("slow_hosts")
+            or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop
+            or met.get("stragglers")
+        ):
             return self._slow(ctx, met)
         if ctx.by_kind.get("watchdog_timeout") or ctx.by_kind.get("watchdog_failure"):
             ev = ctx.kinds("watchdog_timeout", "watchdog_failure")[0]
             silent = nccl.get("silent", [])
-            return Verdict(shape="hang", category="UNKNOWN", confidence=0.35, root=ev, root_label="collective timeout with no rank explaining it", culprit_ranks=silent[:32])
+            return Verdict(
+                shape="hang",
+                category="UNKNOWN",
+                confidence=0.35,
+                root=ev,
+                root_label="collective timeout with no rank explaining it",
+                culprit_ranks=silent[:32],
+            )
         if fatal:
             ev = ctx.kinds(*FATAL)[0]
-            return Verdict(shape="crash", category="UNKNOWN", confidence=0.3, root=ev, root_label="processes failed without a recognised cause")
+            return Verdict(
+                shape="crash",
+                category="UNKNOWN",
+                confidence=0.3,
+                root=ev,
+                root_label="processes failed without a recognised cause",
+            )
         return Verdict(shape="none", category="UNKNOWN", confidence=0.5)
 
-    def _from_cause(self, ctx: Context, pick: dict[str, Any], causes: list[dict[str, Any]]) -> Verdict:
+    def _from_cause(
+        self, ctx: Context, pick: dict[str, Any], causes: list[dict[str, Any]]
+    ) -> Verdict:
         e: Event = pick["event"]
         cat = pick["category"]
         same = [c["event"] for c in causes if c["category"] == cat and c["event"].kind == e.kind]
         ranks = sorted({x.rank for x in same if x.rank is not None})
         hosts = sorted({x.host for x in same if x.host})
         shape = "diverge" if cat == "NUMERICAL" else "crash"
-        v = Verdict(shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"])
+        v = Verdict(
+            shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"]
+        )
         if cat == "HARDWARE":
             rank_host = ctx.facts.get("rank_host", {})
             on_host = sorted(r for r, h in rank_host.items() if h in hosts)
-            errs = sorted({x.rank for x in ctx.kinds("cuda_error", "ecc_error", "nccl_error") if x.host in hosts and x.rank is not None})
+            errs = sorted(
+                {
+                    x.rank
+                    for x in ctx.kinds("cuda_error", "ecc_error", "nccl_error")
+                    if x.host in hosts and x.rank is not None
+                }
+            )
             v.culprit_ranks = ranks or errs or on_host
             v.culprit_hosts = hosts
         elif cat == "NETWORK":
             nccl = ctx.facts.get("nccl", {})
             v.culprit_ranks = []
             all_hosts = set(ctx.doc["job"].get("hosts", {}))
-            v.culprit_hosts = hosts if hosts and all_hosts and len(set(hosts)) < 0.5 * len(all_hosts) else []
+            v.culprit_hosts = (
+                hosts if hosts and all_hosts and len(set(hosts)) < 0.5 * len(all_hosts) else []
+            )
             v.extra["all_in_collective"] = nccl.get("all_in_collective")
             v.confidence = max(v.confidence, 0.8 if nccl.get("all_in_collective") else 0.6)
         elif cat in ("NUMERICAL", "INFRA"):
@@ -190,32 +262,89 @@ class VerdictAnalyzer:
             v.culprit_hosts = hosts if cat == "INFRA" and e.kind == "node_fail" else []
         else:
             v.culprit_ranks = ranks[:64]
-            v.culprit_hosts = sorted({ctx.facts.get("rank_host", {}).get(r) for r in ranks[:64]} - {None}) or hosts
+            v.culprit_hosts = (
+                sorted({ctx.facts.get("rank_host", {}).get(r) for r in ranks[:64]} - {None})
+                or hosts
+            )
         return v
 
     def _straggler(self, ctx: Context, stragglers: list[int]) -> Verdict:
         rows = [r for r in ctx.facts["nccl"]["rows"] if r["role"] == "straggler"]
         symptoms = [e for e in ctx.events if e.rank in set(stragglers) and e.kind in DATA_SYMPTOMS]
         symptoms += [
-            e for e in ctx.by_kind.get("python_exception", []) if e.rank in set(stragglers) and "DataLoader" in str(e.fields)
+            e
+            for e in ctx.by_kind.get("python_exception", [])
+            if e.rank in set(stragglers) and "DataLoader" in str(e.fields)
         ]
+        # only what happened around the stall counts: the collective started timeout_ms before the watchdog fired
+        timeouts = [
+            e for e in ctx.kinds("watchdog_timeout") if e.time and e.fields.get("timeout_ms")
+        ]
+        if timeouts:
+            t = timeouts[0]
+            symptoms = [
+                e
+                for e in symptoms
+                if etime(e) is None
+                or (_seconds_between(etime(e), t.time) or 0) <= t.fields["timeout_ms"] / 1000 + 600
+            ]
         rank_host = ctx.facts.get("rank_host", {})
         hosts = sorted({rank_host[r] for r in stragglers if r in rank_host})
         if symptoms:
             symptoms.sort(key=lambda e: (etime(e) or "9999", e.line))
-            return Verdict(shape="hang", category="DATA", confidence=0.8, root=symptoms[0], root_label="data loading stalled on the straggler rank", culprit_ranks=stragglers, culprit_hosts=hosts, extra={"straggler_row": rows[0]})
-        return Verdict(shape="hang", category="UNKNOWN", confidence=0.45, root=rows[0]["_ev"], root_label="a rank stuck outside NCCL, for a reason the logs do not show", culprit_ranks=stragglers, culprit_hosts=hosts, extra={"straggler_row": rows[0]})
+            return Verdict(
+                shape="hang",
+                category="DATA",
+                confidence=0.8,
+                root=symptoms[0],
+                root_label="data loading stalled on the straggler rank",
+                culprit_ranks=stragglers,
+                culprit_hosts=hosts,
+                extra={"straggler_row": rows[0]},
+            )
+        return Verdict(
+            shape="hang",
+            category="UNKNOWN",
+            confidence=0.45,
+            root=rows[0]["_ev"],
+            root_label="a rank stuck outside NCCL, for a reason the logs do not show",
+            culprit_ranks=stragglers,
+            culprit_hosts=hosts,
+            extra={"straggler_row": rows[0]},
+        )
 
     def _slow(self, ctx: Context, met: dict[str, Any]) -> Verdict:
         slow = met.get("slow_hosts")
         f = next((f for f in ctx.findings if f["kind"] == "slow_network_hosts"), None)
         if slow and f:
-            return Verdict(shape="slow", category="NETWORK", confidence=f["confidence"], root_label="slow communication on a subset of nodes", culprit_hosts=list(slow), extra={"finding": f})
+            return Verdict(
+                shape="slow",
+                category="NETWORK",
+                confidence=f["confidence"],
+                root_label="slow communication on a subset of nodes",
+                culprit_hosts=list(slow),
+                extra={"finding": f},
+            )
         strag = met.get("stragglers") or []
         f2 = next((f for f in ctx.findings if f["kind"] == "straggler"), None)
         if strag and len(strag) <= 8:
-            return Verdict(shape="slow", category="UNKNOWN", confidence=0.5, root_label="straggler rank(s) slow every step", culprit_ranks=[s["rank"] for s in strag], extra={"finding": f2})
-        return Verdict(shape="slow", category="UNKNOWN", confidence=0.5, root_label="throughput dropped", extra={"finding": next((f for f in ctx.findings if f["kind"] == "throughput_drop"), None)})
+            return Verdict(
+                shape="slow",
+                category="UNKNOWN",
+                confidence=0.5,
+                root_label="straggler rank(s) slow every step",
+                culprit_ranks=[s["rank"] for s in strag],
+                extra={"finding": f2},
+            )
+        return Verdict(
+            shape="slow",
+            category="UNKNOWN",
+            confidence=0.5,
+            root_label="throughput dropped",
+            extra={
+                "finding": next((f for f in ctx.findings if f["kind"] == "throughput_drop"), None)
+            },
+        )
 
     # -- presentation -------------------------------------------------------
     def _scope(self, ctx: Context, v: Verdict, world: int) -> str:
@@ -236,6 +365,11 @@ class VerdictAnalyzer:
         return "some_ranks" if n else "unknown"
 
     def _when(self, ctx: Context, v: Verdict) -> str:
+        if v.shape == "none":
+            return "unknown"
+        if v.shape == "slow":
+            step = ctx.facts.get("metrics", {}).get("drop_step")
+            return "unknown" if step is None else ("immediately" if step <= 5 else "after_warmup")
         start = ctx.facts.get("job_start")
         at = etime(v.root) if v.root is not None else None
         if v.shape == "hang":
@@ -247,8 +381,20 @@ class VerdictAnalyzer:
                     gap = _seconds_between(start, at)
                     if gap is not None:
                         return self._bucket(ctx, gap - ms / 1000.0, None)
+        if v.root is not None and not v.root.time:
+            # an untimed line (a Python traceback): the collective the others waited on started
+            # timeout_ms before their watchdog fired, which is when this rank stopped
+            timeouts = [
+                e for e in ctx.kinds("watchdog_timeout") if e.time and e.fields.get("timeout_ms")
+            ]
+            if timeouts and start:
+                gap = _seconds_between(start, timeouts[0].time)
+                if gap is not None:
+                    return self._bucket(ctx, gap - timeouts[0].fields["timeout_ms"] / 1000.0, None)
         gap = _seconds_between(start, at)
-        step = (v.root.fields.get("step") if v.root is not None else None) or ctx.facts.get("last_step")
+        step = (v.root.fields.get("step") if v.root is not None else None) or ctx.facts.get(
+            "last_step"
+        )
         if v.shape == "slow":
             step = ctx.facts.get("metrics", {}).get("drop_step") or step
         return self._bucket(ctx, gap, step)
@@ -271,30 +417,58 @@ class VerdictAnalyzer:
         def add(e: Event | None, what: str, rank: int | None = None) -> None:
             if e is None:
                 return
-            if any(c["evidence"] and c["evidence"][0]["line"] == e.line and c["evidence"][0]["file"] == e.file for c in chain):
+            if any(
+                c["evidence"]
+                and c["evidence"][0]["line"] == e.line
+                and c["evidence"][0]["file"] == e.file
+                for c in chain
+            ):
                 return
-            chain.append({"time": etime(e), "rank": e.rank if rank is None else rank, "event": what, "evidence": [evidence(e)]})
+            chain.append(
+                {
+                    "time": etime(e),
+                    "rank": e.rank if rank is None else rank,
+                    "event": what,
+                    "evidence": [evidence(e)],
+                }
+            )
 
         add(v.root, v.root_label)
         row = v.extra.get("straggler_row")
         if row is not None:
-            add(row["_ev"], f"rank {row['rank']} never entered collective {row['seq']} (last enqueued = last completed = {row['last_completed']})", row["rank"])
+            add(
+                row["_ev"],
+                f"rank {row['rank']} never entered collective {row['seq']} (last enqueued = last completed = {row['last_completed']})",
+                row["rank"],
+            )
         timeouts = ctx.kinds("watchdog_timeout", "watchdog_failure")
         if timeouts:
-            add(timeouts[0], f"watchdog timeout: {len({e.rank for e in timeouts})} rank(s) gave up waiting in the collective")
+            add(
+                timeouts[0],
+                f"watchdog timeout: {len({e.rank for e in timeouts})} rank(s) gave up waiting in the collective",
+            )
         firsts = ctx.kinds("dump_first")
         if firsts:
             add(firsts[0], "first rank to signal the flight-recorder dump (initiator)")
-        for kind, what in (("slurm_time_limit", "SLURM cancelled the job at its time limit"), ("fatal_terminate", "process aborted after dumping debug info"), ("teardown", "watchdog took the process down")):
+        for kind, what in (
+            ("slurm_time_limit", "SLURM cancelled the job at its time limit"),
+            ("fatal_terminate", "process aborted after dumping debug info"),
+            ("teardown", "watchdog took the process down"),
+        ):
             evs = ctx.kinds(kind)
             if evs and (v.root is None or evs[0] is not v.root):
                 add(evs[-1] if kind == "teardown" else evs[0], what)
         first = ctx.facts.get("torchrun_first")
         if first is not None:
-            add(first, f"torchrun reports rank {first.rank} failed (exit code {first.fields.get('exitcode')})")
+            add(
+                first,
+                f"torchrun reports rank {first.rank} failed (exit code {first.fields.get('exitcode')})",
+            )
         if v.shape == "slow" and v.extra.get("finding"):
             f = v.extra["finding"]
-            chain.append({"time": None, "rank": None, "event": f["title"], "evidence": f["evidence"][:2]})
+            chain.append(
+                {"time": None, "rank": None, "event": f["title"], "evidence": f["evidence"][:2]}
+            )
         rest = chain[1:]
         rest.sort(key=lambda c: c["time"] or "9999")
         return chain[:1] + rest
@@ -311,7 +485,16 @@ class VerdictAnalyzer:
                 continue
             seen.add(key)
             per_kind[e.kind] = per_kind.get(e.kind, 0) + 1
-            out.append({"time": etime(e), "rank": e.rank, "file": e.file, "line": e.line, "event": e.kind, "text": e.text[:300]})
+            out.append(
+                {
+                    "time": etime(e),
+                    "rank": e.rank,
+                    "file": e.file,
+                    "line": e.line,
+                    "event": e.kind,
+                    "text": e.text[:300],
+                }
+            )
         out.sort(key=lambda x: (x["time"] or "9999", x["file"], x["line"]))
         return out[: ctx.options.max_timeline]
 

@@ -113,7 +113,7 @@ def parse_artifact(
         parser.parse(_Prepended(head, stream), result, progress)  # type: ignore[arg-type]
     except ParseError as exc:
         result.error = str(exc)
-    except Exception as exc:  # noqa: BLE001 — a parser bug must not take the upload down
+    except Exception as exc:
         result.error = f"{parser.name} failed on this file: {type(exc).__name__}: {exc}"
     return result
 
@@ -126,4 +126,13 @@ def _load_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    from . import flight_recorder, metrics_csv, textlog  # noqa: F401, PLC0415
+    from . import (  # noqa: F401  # noqa: F401, PLC0415
+        aistore,
+        bisection,
+        flight_recorder,
+        metrics_csv,
+        nccl_tests,
+        nvidia_smi,
+        textlog,
+        topology,
+    )

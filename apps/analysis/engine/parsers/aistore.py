@@ -36,12 +36,14 @@ _NAME = re.compile(
     r"(?P<stamp>(?:\d{8}|\d{4})-\d{6})"
 )
 _LINE = re.compile(
-    r"^(?P<l>[IWE]) (?:(?P<d>\d{4}[-‑/]\d\d[-‑/]\d\d) )?(?P<t>\d\d:\d\d:\d\d)(?:\.(?P<f>\d+))? (?P<m>.*)$"
+    r"^(?P<l>[IWE]) (?:(?P<d>\d{4}[-\u2011/]\d\d[-\u2011/]\d\d) )?(?P<t>\d\d:\d\d:\d\d)(?:\.(?P<f>\d+))? (?P<m>.*)$"
 )
 _HEADER = re.compile(
     r"^(?P<what>Started up|Rotated) at (?P<d>\d{4}/\d\d/\d\d) (?P<t>\d\d:\d\d:\d\d), host (?P<h>[\w.-]+)"
 )
-_TZ = re.compile(r"(?P<d>\d{1,2} [A-Z][a-z]{2} \d\d) (?P<t>\d\d:\d\d) (?P<tz>[A-Z]{2,5}|[+-]\d{4}) =====")
+_TZ = re.compile(
+    r"(?P<d>\d{1,2} [A-Z][a-z]{2} \d\d) (?P<t>\d\d:\d\d) (?P<tz>[A-Z]{2,5}|[+-]\d{4}) ====="
+)
 _KV = re.compile(r"([A-Za-z][\w.-]*):(-?\d+)")
 _PRESSURE = re.compile(
     r"resource pressure|load=critical|dsk=critical|disk[^,;]*critical|mem=low|memory pressure|low memory|"
@@ -49,7 +51,9 @@ _PRESSURE = re.compile(
     re.I,
 )
 MAX_STATS = 4000
-_KEEP_COUNTERS = re.compile(r"^(?:err\.|get\.n$|put\.n$|.*batch.*|.*broken.*|kalive|.*\.err\b|.*\.n\.err|lst\.n$)")
+_KEEP_COUNTERS = re.compile(
+    r"^(?:err\.|get\.n$|put\.n$|.*batch.*|.*broken.*|kalive|.*\.err\b|.*\.n\.err|lst\.n$)"
+)
 
 
 def _stamp_start(stamp: str, year: int | None) -> datetime | None:
@@ -67,12 +71,18 @@ def daemon_of(name: str) -> dict[str, Any]:
     m = _NAME.match(base)
     if not m:
         role = "target" if "target" in base else ("proxy" if "proxy" in base else "unknown")
-        return {"role": role, "daemon": base.split(".")[1] if base.count(".") > 1 else base, "stamp": None}
+        return {
+            "role": role,
+            "daemon": base.split(".")[1] if base.count(".") > 1 else base,
+            "stamp": None,
+        }
     return {"role": m.group("role"), "daemon": m.group("id"), "stamp": m.group("stamp")}
 
 
 def classify_ais(level: str, msg: str) -> str | None:
-    if "shared-dm" in msg and ("broken pipe" in msg or "terminated" in msg or "reset by peer" in msg):
+    if "shared-dm" in msg and (
+        "broken pipe" in msg or "terminated" in msg or "reset by peer" in msg
+    ):
         return "ais_stream_broken"
     if "out-of-bounds index" in msg:
         return "ais_out_of_bounds"
@@ -110,15 +120,27 @@ class AIStoreParser:
             if mh:
                 hd = datetime.strptime(f"{mh.group('d')} {mh.group('t')}", "%Y/%m/%d %H:%M:%S")
                 year = hd.year
-                if day is None or day.year == 2000 and stamp:
+                if day is None or (day.year == 2000 and stamp):
                     day = hd if day is None else day.replace(year=hd.year)
                     start_from_name = start_from_name and start_from_name.replace(year=hd.year)
                 if first_t is None:
                     first_t = hd
                 if mh.group("what") == "Started up":
-                    self._add(result, per_kind, last_of, Event(kind="ais_restart", line=line_no, text=clip(text),
-                              host=mh.group("h"), time=hd.isoformat(), level="I",
-                              fields={"daemon": info["daemon"], "role": info["role"]}, file=result.name))
+                    self._add(
+                        result,
+                        per_kind,
+                        last_of,
+                        Event(
+                            kind="ais_restart",
+                            line=line_no,
+                            text=clip(text),
+                            host=mh.group("h"),
+                            time=hd.isoformat(),
+                            level="I",
+                            fields={"daemon": info["daemon"], "role": info["role"]},
+                            file=result.name,
+                        ),
+                    )
                 if mh.group("h") not in result.hosts:
                     result.hosts.append(mh.group("h"))
                 continue
@@ -144,18 +166,38 @@ class AIStoreParser:
             if body.startswith("{") and ":" in body:
                 counters = {k: int(v) for k, v in _KV.findall(body) if _KEEP_COUNTERS.match(k)}
                 if len(stats) < MAX_STATS:
-                    stats.append({"time": t.isoformat() if t else None, "line": line_no, "counters": counters,
-                                  "text": clip(text)[:600]})
+                    stats.append(
+                        {
+                            "time": t.isoformat() if t else None,
+                            "line": line_no,
+                            "counters": counters,
+                            "text": clip(text)[:600],
+                        }
+                    )
                 continue
             kind = classify_ais(level, msg)
             if kind is None:
                 continue
-            self._add(result, per_kind, last_of, Event(kind=kind, line=line_no, text=clip(text), host=info["daemon"],
-                      time=t.isoformat() if t else None, level=level,
-                      fields={"daemon": info["daemon"], "role": info["role"], "what": msg[:300]}, file=result.name))
+            self._add(
+                result,
+                per_kind,
+                last_of,
+                Event(
+                    kind=kind,
+                    line=line_no,
+                    text=clip(text),
+                    host=info["daemon"],
+                    time=t.isoformat() if t else None,
+                    level=level,
+                    fields={"daemon": info["daemon"], "role": info["role"], "what": msg[:300]},
+                    file=result.name,
+                ),
+            )
         if seen_lines == 0:
             raise ParseError("empty AIStore log")
-        result.events.extend(e for k, e in last_of.items() if per_kind[k] > MAX_EVENTS_PER_KIND_PER_RANK)
+        result.events.extend(
+            e for k, e in last_of.items() if per_kind[k] > MAX_EVENTS_PER_KIND_PER_RANK
+        )
         result.events.sort(key=lambda e: e.line)
         iso = lambda d: d.isoformat() if d else None  # noqa: E731
         if year is None:  # no year anywhere: mark times "0000-" like the text logs do
@@ -165,7 +207,7 @@ class AIStoreParser:
             for s in stats:
                 if s["time"] and s["time"].startswith("2000-"):
                     s["time"] = "0000" + s["time"][4:]
-        fix = (lambda v: "0000" + v[4:] if v and year is None and v.startswith("2000-") else v)  # noqa: E731
+        fix = lambda v: "0000" + v[4:] if v and year is None and v.startswith("2000-") else v  # noqa: E731
         if info["daemon"] not in result.hosts:
             result.hosts.insert(0, info["daemon"])
         result.facts["aistore"] = {
@@ -185,7 +227,7 @@ class AIStoreParser:
         hms = m.group("t")
         frac = (m.group("f") or "0")[:6].ljust(6, "0")
         if m.group("d"):
-            d = m.group("d").replace("‑", "-").replace("/", "-")
+            d = m.group("d").replace("\u2011", "-").replace("/", "-")
             try:
                 return datetime.strptime(f"{d} {hms}.{frac}", "%Y-%m-%d %H:%M:%S.%f")
             except ValueError:
@@ -195,7 +237,9 @@ class AIStoreParser:
         return base.replace(hour=h, minute=mi, second=s, microsecond=int(frac))
 
     @staticmethod
-    def _add(result: ParseResult, per_kind: dict[str, int], last_of: dict[str, Event], ev: Event) -> None:
+    def _add(
+        result: ParseResult, per_kind: dict[str, int], last_of: dict[str, Event], ev: Event
+    ) -> None:
         n = per_kind.get(ev.kind, 0) + 1
         per_kind[ev.kind] = n
         result.event_counts[ev.kind] = n

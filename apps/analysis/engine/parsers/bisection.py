@@ -21,9 +21,39 @@ from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
 from ._lines import clip, iter_lines
 
-_WORKS = {"works", "work", "worked", "ok", "pass", "passed", "success", "succeeded", "true", "1", "yes", "good", "stable"}
-_FAILS = {"fails", "fail", "failed", "error", "oom", "hang", "hangs", "crash", "crashed", "false", "0", "no", "bad",
-          "diverged", "nan", "timeout"}
+_WORKS = {
+    "works",
+    "work",
+    "worked",
+    "ok",
+    "pass",
+    "passed",
+    "success",
+    "succeeded",
+    "true",
+    "1",
+    "yes",
+    "good",
+    "stable",
+}
+_FAILS = {
+    "fails",
+    "fail",
+    "failed",
+    "error",
+    "oom",
+    "hang",
+    "hangs",
+    "crash",
+    "crashed",
+    "false",
+    "0",
+    "no",
+    "bad",
+    "diverged",
+    "nan",
+    "timeout",
+}
 MAX_TRIALS = 10_000
 
 
@@ -65,10 +95,20 @@ class BisectionParser:
         if not trials:
             raise ParseError("no bisection rows found (expected variable,value,outcome[,note])")
         for t in trials:
-            result.events.append(Event(kind="bisection_trial", line=t["line"], text=t["text"],
-                                       fields={k: t[k] for k in ("variable", "value", "outcome", "note")}, file=result.name))
+            result.events.append(
+                Event(
+                    kind="bisection_trial",
+                    line=t["line"],
+                    text=t["text"],
+                    fields={k: t[k] for k in ("variable", "value", "outcome", "note")},
+                    file=result.name,
+                )
+            )
         result.event_counts["bisection_trial"] = len(trials)
-        result.facts["bisection"] = {"trials": len(trials), "variables": sorted({t["variable"] for t in trials})}
+        result.facts["bisection"] = {
+            "trials": len(trials),
+            "variables": sorted({t["variable"] for t in trials}),
+        }
 
     def _csv(self, lines: list[tuple[int, str]], trials: list[dict[str, Any]]) -> None:
         idx = {"variable": 0, "value": 1, "outcome": 2, "note": 3}
@@ -80,19 +120,33 @@ class BisectionParser:
             cells = [c.strip().strip('"') for c in s.split(sep)]
             low = [c.lower() for c in cells]
             if n < 5 and ("outcome" in low or "result" in low) and "value" in low:
-                idx = {k: (low.index(k) if k in low else -1) for k in ("variable", "value", "outcome", "note")}
+                idx = {
+                    k: (low.index(k) if k in low else -1)
+                    for k in ("variable", "value", "outcome", "note")
+                }
                 if idx["outcome"] < 0 and "result" in low:
                     idx["outcome"] = low.index("result")
                 continue
             if len(cells) < 3:
                 continue
-            get = lambda k: cells[idx[k]] if 0 <= idx[k] < len(cells) else ""  # noqa: E731
+
+            def get(k: str, cells: list[str] = cells, idx: dict[str, int] = idx) -> str:
+                return cells[idx[k]] if 0 <= idx[k] < len(cells) else ""
+
             if idx["note"] >= 0 and len(cells) > idx["note"] + 1:
-                note = sep.join(cells[idx["note"]:])
+                note = sep.join(cells[idx["note"] :])
             else:
                 note = get("note")
-            trials.append({"variable": get("variable") or "value", "value": _value(get("value")),
-                           "outcome": outcome_of(get("outcome")), "note": note, "line": line_no, "text": clip(text)})
+            trials.append(
+                {
+                    "variable": get("variable") or "value",
+                    "value": _value(get("value")),
+                    "outcome": outcome_of(get("outcome")),
+                    "note": note,
+                    "line": line_no,
+                    "text": clip(text),
+                }
+            )
 
     def _json(self, lines: list[tuple[int, str]], body: str, trials: list[dict[str, Any]]) -> None:
         try:
@@ -123,8 +177,16 @@ class BisectionParser:
                     line, text = lines[i]
                     cursor = i + 1
                     break
-            trials.append({"variable": var, "value": _value(val), "outcome": outcome_of(o.get("outcome", o.get("result", ""))),
-                           "note": str(o.get("note", "")), "line": line, "text": clip(text)})
+            trials.append(
+                {
+                    "variable": var,
+                    "value": _value(val),
+                    "outcome": outcome_of(o.get("outcome", o.get("result", ""))),
+                    "note": str(o.get("note", "")),
+                    "line": line,
+                    "text": clip(text),
+                }
+            )
 
 
 register_parser(BisectionParser())

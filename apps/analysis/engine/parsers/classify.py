@@ -28,7 +28,9 @@ WORK_RANK = re.compile(r"\[Rank (?P<r>\d+)\]")
 NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
 
 _RX: dict[str, re.Pattern[str]] = {
-    "timeout": re.compile(r"Watchdog caught collective operation timeout: .*?ran for (?P<ran>\d+) milli"),
+    "timeout": re.compile(
+        r"Watchdog caught collective operation timeout: .*?ran for (?P<ran>\d+) milli"
+    ),
     "failure": re.compile(
         r"failure detected by watchdog at work sequence id: (?P<seq>\d+)\s+PG status: "
         r"last enqueued work: (?P<e>-?\d+), last completed work: (?P<c>-?\d+)"
@@ -52,7 +54,9 @@ _RX: dict[str, re.Pattern[str]] = {
     "terminate": re.compile(r"after attempting to dump debug info, due to (?P<why>[^.]+)"),
     "stuck": re.compile(r"watchdog got stuck for (?P<s>\d+) seconds"),
     "remote": re.compile(r"remote error detected from rank: ?(?P<r>\d+)"),
-    "aborted": re.compile(r"NCCL communicator was aborted on rank (?P<r>\d+)\.\s+Original reason for failure was: (?P<why>.*)"),
+    "aborted": re.compile(
+        r"NCCL communicator was aborted on rank (?P<r>\d+)\.\s+Original reason for failure was: (?P<why>.*)"
+    ),
     "mismatch_pgw": re.compile(
         r"Detected mismatch between collectives on ranks\. Rank (?P<a>\d+) is running collective: "
         r"(?P<fa>CollectiveFingerPrint\(.*?\)\)?), but Rank (?P<b>\d+) is running collective: (?P<fb>.*)"
@@ -70,18 +74,24 @@ _RX: dict[str, re.Pattern[str]] = {
         r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
         r"(?: of binary: (?P<bin>.*))?"
     ),
-    "tr_field": re.compile(r"^\s*(?P<k>time|host|rank|exitcode|error_file|traceback)\s*: (?P<v>.*)$"),
+    "tr_field": re.compile(
+        r"^\s*(?P<k>time|host|rank|exitcode|error_file|traceback)\s*: (?P<v>.*)$"
+    ),
     "closing": re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>\S+)"),
     "death": re.compile(r"Received (?P<sig>\S+) death signal"),
     "retry_frac": re.compile(r"[Rr]etr(?:y|ying)(?: attempt)? (?P<k>\d+)(?:/| of )(?P<n>\d+)"),
     "retry_total": re.compile(r"Retrying \(Retry\(total=(?P<left>-?\d+)"),
-    "exception": re.compile(r"(?:^|[\s:])(?P<type>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<msg>.*)"),
+    "exception": re.compile(
+        r"(?:^|[\s:])(?P<type>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<msg>.*)"
+    ),
     "nan_loss": re.compile(
         r"(?P<name>[A-Za-z_ ]*[Ll]oss[A-Za-z_ ]{0,20})[=:] *(?P<v>-?(?:nan|NaN|NAN|inf|Inf|INF))\b"
     ),
     "nan_count": re.compile(r"number of nan iterations: *(?P<n>[1-9]\d*)"),
     "iteration": re.compile(r"\biteration\s+(?P<i>\d+)\s*/\s*(?P<of>\d+)"),
-    "cuda_error": re.compile(r"CUDA error: (?P<what>[^\n]*?)(?:\s*$|\n|Compile with|CUDA kernel errors)"),
+    "cuda_error": re.compile(
+        r"CUDA error: (?P<what>[^\n]*?)(?:\s*$|\n|Compile with|CUDA kernel errors)"
+    ),
 }
 
 # Xid codes that point at the hardware rather than the application
@@ -127,7 +137,7 @@ def classify(msg: str) -> tuple[Result, bool]:
     return _classify_other(msg), False
 
 
-def _classify_nccl(msg: str) -> tuple[Result, bool] | None:  # noqa: PLR0911, PLR0912
+def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
     if "Watchdog caught collective operation timeout" in msg:
         f = _work_fields(msg)
         m = _RX["timeout"].search(msg)
@@ -148,12 +158,20 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:  # noqa: PLR0911, PL
             if not m:
                 return ("watchdog_failure", _pg_fields(msg)), True
             f = _pg_fields(msg)
-            f.update(seq=int(m.group("seq")), last_enqueued=int(m.group("e")), last_completed=int(m.group("c")))
+            f.update(
+                seq=int(m.group("seq")),
+                last_enqueued=int(m.group("e")),
+                last_completed=int(m.group("c")),
+            )
             if key == "failure" and m.group("s") is not None:
                 f["last_started"] = int(m.group("s"))
             f["wording"] = key
             return ("watchdog_failure", f), False
-    if "to signal dumping" in msg or "to set the dump signal" in msg or "Received a timeout signal from this local rank" in msg:
+    if (
+        "to signal dumping" in msg
+        or "to set the dump signal" in msg
+        or "Received a timeout signal from this local rank" in msg
+    ):
         return ("dump_first", _pg_fields(msg)), False
     if "dump signal from another rank" in msg:
         return ("dump_observed", _pg_fields(msg)), False
@@ -209,16 +227,24 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:  # noqa: PLR0911, PL
         m = _RX["progress"].search(msg)
         if not m:
             return ("nccl_progress", {}), True
-        return ("nccl_progress", {"last_enqueued": int(m.group("e")), "last_completed": int(m.group("c"))}), False
+        return (
+            "nccl_progress",
+            {"last_enqueued": int(m.group("e")), "last_completed": int(m.group("c"))},
+        ), False
     return None
 
 
-def _classify_other(msg: str) -> Result:  # noqa: PLR0911, PLR0912, PLR0915
+def _classify_other(msg: str) -> Result:
     if "Detected mismatch between collectives" in msg:
         m = _RX["mismatch_pgw"].search(msg)
         f: dict[str, Any] = {}
         if m:
-            f = {"rank_a": int(m.group("a")), "rank_b": int(m.group("b")), "fingerprint_a": m.group("fa")[:300], "fingerprint_b": m.group("fb")[:300]}
+            f = {
+                "rank_a": int(m.group("a")),
+                "rank_b": int(m.group("b")),
+                "fingerprint_a": m.group("fa")[:300],
+                "fingerprint_b": m.group("fb")[:300],
+            }
         return "collective_mismatch", f
     if "Mismatched collective" in msg:
         m = _RX["mismatch_nccl"].search(msg)
@@ -227,7 +253,12 @@ def _classify_other(msg: str) -> Result:  # noqa: PLR0911, PLR0912, PLR0915
         m = _RX["xid"].search(msg)
         if m:
             code = int(m.group("code"))
-            return "xid", {"pci": m.group("pci"), "xid": code, "detail": m.group("rest")[:200], "hardware": code in HARDWARE_XIDS}
+            return "xid", {
+                "pci": m.group("pci"),
+                "xid": code,
+                "detail": m.group("rest")[:200],
+                "hardware": code in HARDWARE_XIDS,
+            }
         return "xid", {}
     if "fallen off the bus" in msg:
         return "gpu_off_bus", {}
@@ -241,14 +272,26 @@ def _classify_other(msg: str) -> Result:  # noqa: PLR0911, PLR0912, PLR0915
             f["gpu"] = int(m.group("g"))
             f["capacity"] = m.group("cap")
         return "cuda_oom", f
-    if "Out of memory: Killed process" in msg or "invoked oom-killer" in msg or "oom-kill event" in msg or "Exceeded job memory limit" in msg:
+    if (
+        "Out of memory: Killed process" in msg
+        or "invoked oom-killer" in msg
+        or "oom-kill event" in msg
+        or "Exceeded job memory limit" in msg
+    ):
         m = _RX["host_oom"].search(msg)
-        return "host_oom_kill", ({"pid": int(m.group("pid")), "process": m.group("proc")} if m else {})
+        return "host_oom_kill", (
+            {"pid": int(m.group("pid")), "process": m.group("proc")} if m else {}
+        )
     if "DUE TO" in msg or "NODE_FAIL" in msg or "CANCELLED AT" in msg:
         m = _RX["slurm_cancel"].search(msg)
         f = {}
         if m:
-            f = {"what": m.group("what").lower(), "slurm_id": m.group("id"), "host": m.group("host"), "at": m.group("at")}
+            f = {
+                "what": m.group("what").lower(),
+                "slurm_id": m.group("id"),
+                "host": m.group("host"),
+                "at": m.group("at"),
+            }
         why = (m.group("why") if m else None) or ""
         if "TIME LIMIT" in msg or "TIME LIMIT" in why:
             return "slurm_time_limit", f
@@ -267,7 +310,11 @@ def _classify_other(msg: str) -> Result:  # noqa: PLR0911, PLR0912, PLR0915
     if "failed (exitcode: " in msg:
         m = _RX["tr_failed"].search(msg)
         if m:
-            return "torchrun_failed", {"exitcode": int(m.group("code")), "local_rank": int(m.group("lr")), "pid": int(m.group("pid"))}
+            return "torchrun_failed", {
+                "exitcode": int(m.group("code")),
+                "local_rank": int(m.group("lr")),
+                "pid": int(m.group("pid")),
+            }
         return "torchrun_failed", {}
     if "Root Cause (first observed failure)" in msg:
         return "torchrun_root_marker", {}
@@ -304,7 +351,11 @@ def _classify_other(msg: str) -> Result:  # noqa: PLR0911, PLR0912, PLR0915
         return "nan_detected", {"what": msg[:200]}
     m = _RX["retry_frac"].search(msg)
     if m:
-        return "retry", {"attempt": int(m.group("k")), "max": int(m.group("n")), "reason": _reason(msg)}
+        return "retry", {
+            "attempt": int(m.group("k")),
+            "max": int(m.group("n")),
+            "reason": _reason(msg),
+        }
     m = _RX["retry_total"].search(msg)
     if m:
         return "retry", {"remaining": int(m.group("left")), "reason": _reason(msg)}
@@ -312,7 +363,15 @@ def _classify_other(msg: str) -> Result:  # noqa: PLR0911, PLR0912, PLR0915
         return "retry_exhausted", {"reason": _reason(msg)}
     if "AISBatchLoaderError" in msg or "DataLoader" in msg or re.search(r"[Dd]ata ?[Ll]oad", msg):
         return "data_error", {"what": msg[:300]}
-    if any(s in msg for s in ("Input/output error", "No space left on device", "Stale file handle", "Disk quota exceeded")):
+    if any(
+        s in msg
+        for s in (
+            "Input/output error",
+            "No space left on device",
+            "Stale file handle",
+            "Disk quota exceeded",
+        )
+    ):
         return "storage_error", {"what": msg[:300]}
     if "NCCL error" in msg or re.search(r"nccl\w+Error|ncclInvalid\w+", msg):
         code = re.search(r"nccl\w+Error|ncclInvalid\w+", msg)
@@ -325,18 +384,44 @@ def _classify_other(msg: str) -> Result:  # noqa: PLR0911, PLR0912, PLR0915
     m = _RX["exception"].search(msg)
     if m:
         etype = m.group("type")
-        return "python_exception", {"type": etype.rsplit(".", 1)[-1], "qualified": etype, "message": m.group("msg")[:300]}
+        return "python_exception", {
+            "type": etype.rsplit(".", 1)[-1],
+            "qualified": etype,
+            "message": m.group("msg")[:300],
+        }
     if "Traceback (most recent call last)" in msg:
         return "traceback", {}
-    if any(s in msg for s in ("Connection reset by peer", "Connection refused", "Broken pipe", "No route to host", "Read timed out")):
+    if any(
+        s in msg
+        for s in (
+            "Connection reset by peer",
+            "Connection refused",
+            "Broken pipe",
+            "No route to host",
+            "Read timed out",
+        )
+    ):
         return "connection_error", {"reason": _reason(msg)}
-    if "raining completed" in msg or "raining finished" in msg or "raining done" in msg or "` reached" in msg:
+    if (
+        "raining completed" in msg
+        or "raining finished" in msg
+        or "raining done" in msg
+        or "` reached" in msg
+    ):
         return "run_succeeded", {}
     return None
 
 
 def _reason(msg: str) -> str:
-    for s in ("Connection reset by peer", "Connection refused", "Broken pipe", "No route to host", "Read timed out", "timed out", "Connection aborted"):
+    for s in (
+        "Connection reset by peer",
+        "Connection refused",
+        "Broken pipe",
+        "No route to host",
+        "Read timed out",
+        "timed out",
+        "Connection aborted",
+    ):
         if s in msg:
             return s
     return ""
@@ -352,7 +437,23 @@ def _nccl_warn(msg: str) -> Result:
     if "Mismatched collective" in body:
         return "collective_mismatch", f
     low = body.lower()
-    if any(s in body for s in ("NET/", "IB", "ibv_", "Socket", "socket", "peer", "Connection", "mlx5", "RoCE")) or "network" in low:
+    if (
+        any(
+            s in body
+            for s in (
+                "NET/",
+                "IB",
+                "ibv_",
+                "Socket",
+                "socket",
+                "peer",
+                "Connection",
+                "mlx5",
+                "RoCE",
+            )
+        )
+        or "network" in low
+    ):
         return "network_error", f
     if "cuda" in low:
         return "cuda_error", f

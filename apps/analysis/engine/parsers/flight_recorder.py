@@ -23,7 +23,9 @@ KEEP_ENTRIES = 64  # newest entries kept per process group
 
 class SafeUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(f"refused to load class {module}.{name}: not a flight-recorder dump")
+        raise pickle.UnpicklingError(
+            f"refused to load class {module}.{name}: not a flight-recorder dump"
+        )
 
 
 def safe_loads(data: bytes) -> Any:
@@ -63,9 +65,11 @@ class FlightRecorderParser:
             try:
                 dump = json.loads(data.decode("utf-8", errors="replace"))
             except ValueError as exc:
-                raise ParseError(f"not a flight-recorder dump (neither pickle nor JSON): {exc}") from None
+                raise ParseError(
+                    f"not a flight-recorder dump (neither pickle nor JSON): {exc}"
+                ) from None
             fmt = "json"
-        if not isinstance(dump, dict) or "entries" not in dump and "pg_status" not in dump:
+        if not isinstance(dump, dict) or ("entries" not in dump and "pg_status" not in dump):
             raise ParseError("not a flight-recorder dump: no 'entries' or 'pg_status'")
         rank = rank_from_name(result.name)
         if rank is None:
@@ -84,7 +88,10 @@ class FlightRecorderParser:
         pg_config = {}
         for gname, cfg in (dump.get("pg_config") or {}).items():
             if isinstance(cfg, dict):
-                pg_config[str(gname)] = {"desc": str(cfg.get("desc", "")), "ranks": str(cfg.get("ranks", ""))[:2000]}
+                pg_config[str(gname)] = {
+                    "desc": str(cfg.get("desc", "")),
+                    "ranks": str(cfg.get("ranks", ""))[:2000],
+                }
         by_pg: dict[str, list[dict[str, Any]]] = {}
         for e in dump.get("entries") or []:
             if not isinstance(e, dict):
@@ -120,7 +127,9 @@ class FlightRecorderParser:
         if rank is not None:
             result.ranks = [rank]
             for pg, st in pg_status.items():
-                pending = [x for x in entries.get(pg, []) if x["state"] != "completed" and not x["is_p2p"]]
+                pending = [
+                    x for x in entries.get(pg, []) if x["state"] != "completed" and not x["is_p2p"]
+                ]
                 first = pending[0] if pending else None
                 text = (
                     f"pg_status[{pg}]: last_enqueued_collective={st['last_enqueued']}, "

@@ -15,7 +15,6 @@ from ..metrics import MAX_ROWS, MetricsTable, normalise_columns
 from ..model import ParseResult
 from . import ParseError, Progress, register_parser
 
-
 MAX_BYTES = 256 << 20
 
 
@@ -35,7 +34,9 @@ def _line_map(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, bytes]:
     return numbers, starts[keep], ends[keep], data
 
 
-def _sample(lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes], row: int, table: pa.Table) -> dict[str, Any]:
+def _sample(
+    lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes], row: int, table: pa.Table
+) -> dict[str, Any]:
     numbers, starts, ends, data = lines
     i = row + 1  # line 0 of the map is the header
     step = table.column("step")[row].as_py() if "step" in table.column_names else None
@@ -46,21 +47,38 @@ def _sample(lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes], row: int, t
     }
 
 
-def _samples(table: pa.Table, lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes]) -> dict[str, Any]:
+def _samples(
+    table: pa.Table, lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes]
+) -> dict[str, Any]:
     """Raw rows kept as evidence, per rank: first, last, slowest, most typical, first NaN loss."""
     n = table.num_rows
     if n == 0:
         return {}
-    ranks = table.column("rank").to_numpy(zero_copy_only=False) if "rank" in table.column_names else np.zeros(n)
+    ranks = (
+        table.column("rank").to_numpy(zero_copy_only=False)
+        if "rank" in table.column_names
+        else np.zeros(n)
+    )
     ranks = np.where(np.isnan(ranks.astype(float)), -1, ranks).astype(np.int64)
-    st = table.column("step_time").to_numpy(zero_copy_only=False).astype(float) if "step_time" in table.column_names else None
-    loss = table.column("loss").to_numpy(zero_copy_only=False).astype(float) if "loss" in table.column_names else None
+    st = (
+        table.column("step_time").to_numpy(zero_copy_only=False).astype(float)
+        if "step_time" in table.column_names
+        else None
+    )
+    loss = (
+        table.column("loss").to_numpy(zero_copy_only=False).astype(float)
+        if "loss" in table.column_names
+        else None
+    )
     out: dict[str, Any] = {}
     order = np.argsort(ranks, kind="stable")
     bounds = np.flatnonzero(np.diff(ranks[order])) + 1
     for idx in np.split(order, bounds):
         key = str(int(ranks[idx[0]])) if "rank" in table.column_names else "all"
-        s: dict[str, Any] = {"first": _sample(lines, int(idx[0]), table), "last": _sample(lines, int(idx[-1]), table)}
+        s: dict[str, Any] = {
+            "first": _sample(lines, int(idx[0]), table),
+            "last": _sample(lines, int(idx[-1]), table),
+        }
         if st is not None:
             v = st[idx]
             ok = ~np.isnan(v)
@@ -101,7 +119,9 @@ class MetricsParser:
             lines = _line_map(data)
             result.bytes = len(data)
             if lines[0].size - 1 != table.num_rows:
-                result.warn("rows and lines do not line up (quoted newlines?); metrics evidence omitted")
+                result.warn(
+                    "rows and lines do not line up (quoted newlines?); metrics evidence omitted"
+                )
                 lines = None
         if "_line" not in table.column_names and lines is not None:
             table = table.append_column("_line", pa.array(lines[0][1:], pa.int64()))
@@ -123,7 +143,9 @@ class MetricsParser:
             ranks = sorted({r for r in table.column("rank").to_pylist() if r is not None})
             result.ranks = ranks
             if "host" in table.column_names:
-                for r, h in zip(table.column("rank").to_pylist(), table.column("host").to_pylist(), strict=True):
+                for r, h in zip(
+                    table.column("rank").to_pylist(), table.column("host").to_pylist(), strict=True
+                ):
                     if r is not None and h and r not in result.rank_hosts:
                         result.rank_hosts[r] = h
                 result.hosts = sorted(set(result.rank_hosts.values()))
@@ -137,7 +159,9 @@ class MetricsParser:
         reader = pacsv.open_csv(
             body,
             read_options=pacsv.ReadOptions(block_size=4 << 20),
-            parse_options=pacsv.ParseOptions(delimiter=delim, invalid_row_handler=lambda _row: "skip"),
+            parse_options=pacsv.ParseOptions(
+                delimiter=delim, invalid_row_handler=lambda _row: "skip"
+            ),
             convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
         )
         batches = []
@@ -205,7 +229,7 @@ class _Rewind:
             return out
         return self._stream.read(size) or b""
 
-    def __iter__(self):  # noqa: ANN204
+    def __iter__(self):
         pending = b""
         while True:
             chunk = self.read(1 << 20)

@@ -25,9 +25,13 @@ from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
 from ._lines import clip, iter_lines
 
-_RANK = re.compile(r"^#\s*Rank\s+(?P<r>\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(?P<h>\S+)\s+device\s+(?P<d>\d+)")
+_RANK = re.compile(
+    r"^#\s*Rank\s+(?P<r>\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(?P<h>\S+)\s+device\s+(?P<d>\d+)"
+)
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>[\d.]+)")
-_TEST = re.compile(r"\b(?P<t>(?:all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|scatter|gather|hypercube)_perf)\b")
+_TEST = re.compile(
+    r"\b(?P<t>(?:all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|scatter|gather|hypercube)_perf)\b"
+)
 _HEAD = re.compile(r"#\s*nThread\s+(?P<nt>\d+)\s+nGpus\s+(?P<ng>\d+)")
 _NUM = re.compile(r"^-?\d+(?:\.\d+)?$")
 MAX_ROWS = 400
@@ -43,7 +47,10 @@ def parse_row(line: str) -> dict[str, Any] | None:
     if len(toks) < 6 or not toks[0].isdigit():
         return None
     nums_tail = toks[-8:] if len(toks) >= 12 else None
-    row: dict[str, Any] = {"size": int(toks[0]), "count": int(toks[1]) if toks[1].isdigit() else None}
+    row: dict[str, Any] = {
+        "size": int(toks[0]),
+        "count": int(toks[1]) if toks[1].isdigit() else None,
+    }
     row["type"] = toks[2] if len(toks) > 2 else ""
     row["redop"] = toks[3] if len(toks) > 3 else ""
     if nums_tail is not None:
@@ -73,14 +80,25 @@ class NcclTestsParser:
         file_host = host_from_name(result.name)
 
         def new_run(line_no: int) -> dict[str, Any]:
-            run = {"test": test_name, "hosts": [], "ranks": 0, "rows": [], "avg_busbw": None,
-                   "line": line_no, "text": "", "ngpus": None}
+            run = {
+                "test": test_name,
+                "hosts": [],
+                "ranks": 0,
+                "rows": [],
+                "avg_busbw": None,
+                "line": line_no,
+                "text": "",
+                "ngpus": None,
+            }
             runs.append(run)
             return run
 
         for line_no, text in iter_lines(stream, result):
             m = _TEST.search(text)
-            if m and (text.lstrip().startswith(("#", "$", "mpirun", "srun", "./", "/")) or "_perf -" in text):
+            if m and (
+                text.lstrip().startswith(("#", "$", "mpirun", "srun", "./", "/"))
+                or "_perf -" in text
+            ):
                 test_name = m.group("t")
                 if cur is not None and not cur["test"]:
                     cur["test"] = test_name
@@ -128,7 +146,11 @@ class NcclTestsParser:
             run["peak_busbw"] = best["busbw"] if best else run["avg_busbw"]
             run["large_busbw"] = round(sum(r["busbw"] for r in big) / len(big), 3) if big else None
             run["nodes"] = len(run["hosts"]) or None
-            run["scope"] = "inter_node" if len(run["hosts"]) > 1 else ("intra_node" if run["hosts"] else "unknown")
+            run["scope"] = (
+                "inter_node"
+                if len(run["hosts"]) > 1
+                else ("intra_node" if run["hosts"] else "unknown")
+            )
             run["wrong"] = sum(1 for r in rows if str(r.get("wrong", "0")) not in ("0", "N/A"))
             if run.get("avg_line"):
                 line, text = run["avg_line"], run["avg_text"]
@@ -138,9 +160,25 @@ class NcclTestsParser:
                 continue
             run["line"], run["text"] = line, text
             result.events.append(
-                Event(kind="nccl_test_result", line=line, text=text, host=run["hosts"][0] if run["hosts"] else None,
-                      fields={k: run[k] for k in ("test", "hosts", "scope", "peak_busbw", "avg_busbw", "large_busbw", "wrong")},
-                      file=result.name)
+                Event(
+                    kind="nccl_test_result",
+                    line=line,
+                    text=text,
+                    host=run["hosts"][0] if run["hosts"] else None,
+                    fields={
+                        k: run[k]
+                        for k in (
+                            "test",
+                            "hosts",
+                            "scope",
+                            "peak_busbw",
+                            "avg_busbw",
+                            "large_busbw",
+                            "wrong",
+                        )
+                    },
+                    file=result.name,
+                )
             )
             for h in run["hosts"]:
                 if h not in result.hosts:

@@ -28,13 +28,17 @@ from ._lines import clip, iter_lines
 
 _GPU_HDR = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
 _KV = re.compile(r"^(?P<k>[A-Za-z][\w /().-]*?)\s*:\s*(?P<v>.*)$")
-_TABLE_GPU = re.compile(r"^\|\s+(?P<i>\d+)\s+(?P<name>.+?)\s+(?:On|Off)\s+\|\s*(?P<bus>[0-9A-Fa-f:.]+)\s+\S+\s+\|\s*(?P<ecc>\S+)\s*\|")
+_TABLE_GPU = re.compile(
+    r"^\|\s+(?P<i>\d+)\s+(?P<name>.+?)\s+(?:On|Off)\s+\|\s*(?P<bus>[0-9A-Fa-f:.]+)\s+\S+\s+\|\s*(?P<ecc>\S+)\s*\|"
+)
 _TABLE_USE = re.compile(
     r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\d+)C\s+(?P<perf>P\d+)\s+(?:\S+\s+)?(?P<pw>[\d.]+|N/A)W?\s*/\s*(?P<cap>[\d.]+|N/A)W?\s*\|"
     r"\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+)%"
 )
 _NUM = re.compile(r"-?\d+(?:\.\d+)?")
-_HOST_LINE = re.compile(r"^(?:=+\s*)?(?:host(?:name)?\s*[:=]\s*|#+\s*)(?P<h>[A-Za-z][\w.-]*\d[\w.-]*)\s*=*\s*$", re.I)
+_HOST_LINE = re.compile(
+    r"^(?:=+\s*)?(?:host(?:name)?\s*[:=]\s*|#+\s*)(?P<h>[A-Za-z][\w.-]*\d[\w.-]*)\s*=*\s*$", re.I
+)
 
 # -q labels → reading names; values are numbers unless noted
 _Q_LABELS = {
@@ -138,15 +142,31 @@ class NvidiaSmiParser:
                     host = mh.group("h")
                     continue
             # CSV query output
-            if csv_header is None and "," in s and ("temperature.gpu" in s or "ecc.errors" in s or "pci.bus_id" in s or s.startswith("index,")):
-                csv_header = [_CSV_FIELDS.get(h.strip().split(" ")[0].lower(), "") for h in s.split(",")]
+            if (
+                csv_header is None
+                and "," in s
+                and (
+                    "temperature.gpu" in s
+                    or "ecc.errors" in s
+                    or "pci.bus_id" in s
+                    or s.startswith("index,")
+                )
+            ):
+                csv_header = [
+                    _CSV_FIELDS.get(h.strip().split(" ")[0].lower(), "") for h in s.split(",")
+                ]
                 continue
             if csv_header is not None and "," in s:
                 vals = next(csv.reader([s]))
                 g = _Gpu(str(len(gpus)), line_no, text)
                 for name, v in zip(csv_header, vals, strict=False):
                     if name:
-                        g.set(name, _num(v) if name not in ("name", "bus", "serial") else v.strip(), line_no, text)
+                        g.set(
+                            name,
+                            _num(v) if name not in ("name", "bus", "serial") else v.strip(),
+                            line_no,
+                            text,
+                        )
                 gpus.append(g)
                 continue
             # nvidia-smi -q
@@ -165,7 +185,14 @@ class NvidiaSmiParser:
                 if not kv or not kv.group("v").strip():
                     path.append((indent, s.lower().rstrip(":")))
                     continue
-                self._q_reading(cur, [p for _, p in path], kv.group("k").strip().lower(), kv.group("v"), line_no, text)
+                self._q_reading(
+                    cur,
+                    [p for _, p in path],
+                    kv.group("k").strip().lower(),
+                    kv.group("v"),
+                    line_no,
+                    text,
+                )
                 continue
             # default table
             m = _TABLE_GPU.match(s)
@@ -194,23 +221,36 @@ class NvidiaSmiParser:
                 result.warn(f"more than {MAX_GPUS} GPUs; the rest were skipped")
                 break
         if not gpus:
-            raise ParseError("no GPU readings found (expected nvidia-smi -q, the nvidia-smi table or --format=csv)")
+            raise ParseError(
+                "no GPU readings found (expected nvidia-smi -q, the nvidia-smi table or --format=csv)"
+            )
         if host:
             result.hosts = [host]
         for i, g in enumerate(gpus):
             g.r.setdefault("index", i)
             result.events.append(
-                Event(kind="gpu_reading", line=g.line, text=clip(g.text), host=host,
-                      fields={"gpu": g.r.get("index", i), "readings": g.r, "lines": g.lines}, file=result.name)
+                Event(
+                    kind="gpu_reading",
+                    line=g.line,
+                    text=clip(g.text),
+                    host=host,
+                    fields={"gpu": g.r.get("index", i), "readings": g.r, "lines": g.lines},
+                    file=result.name,
+                )
             )
         result.event_counts["gpu_reading"] = len(gpus)
         result.facts["nvidia_smi"] = {"host": host, "gpus": len(gpus)}
 
-    def _q_reading(self, g: _Gpu, path: list[str], key: str, value: str, line: int, text: str) -> None:
+    def _q_reading(
+        self, g: _Gpu, path: list[str], key: str, value: str, line: int, text: str
+    ) -> None:
         sect = " / ".join(path)
         v = _num(value)
         if any(t in sect for t in _THROTTLE_SECTIONS):
-            if value.strip().lower() == "active" and key not in ("idle", "applications clocks setting"):
+            if value.strip().lower() == "active" and key not in (
+                "idle",
+                "applications clocks setting",
+            ):
                 g.set("throttle_" + re.sub(r"\W+", "_", key).strip("_"), "Active", line, text)
             return
         if "ecc errors" in sect:
@@ -252,7 +292,12 @@ class NvidiaSmiParser:
         if sect.endswith("max clocks") and key in ("sm", "graphics"):
             g.set(f"{'sm' if key == 'sm' else 'gr'}_clock_max_mhz", v, line, text)
             return
-        if sect.endswith("clocks") and "max" not in sect and "application" not in sect and key in ("sm", "graphics"):
+        if (
+            sect.endswith("clocks")
+            and "max" not in sect
+            and "application" not in sect
+            and key in ("sm", "graphics")
+        ):
             g.set(f"{'sm' if key == 'sm' else 'gr'}_clock_mhz", v, line, text)
             return
         if "fb memory usage" in sect and key in ("total", "used"):

@@ -127,7 +127,16 @@ class _Summary:
 
 class TextLogParser:
     name = "text_log"
-    kinds = ("rank_log", "dmesg", "slurm_job", "nccl_tests", "nvidia_smi", "aistore", "topology", "bisection")
+    kinds = (
+        "rank_log",
+        "dmesg",
+        "slurm_job",
+        "nccl_tests",
+        "nvidia_smi",
+        "aistore",
+        "topology",
+        "bisection",
+    )
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         name = result.name
@@ -157,7 +166,9 @@ class TextLogParser:
                         carry = buf
                         continue
                     cut = len(buf)
-                    result.warn(f"a line longer than {MAX_LINE >> 20} MiB was cut near byte {offset}")
+                    result.warn(
+                        f"a line longer than {MAX_LINE >> 20} MiB was cut near byte {offset}"
+                    )
                 block, carry = buf[:cut], buf[cut:]
             if len(head) < HEAD:
                 head += block[: HEAD - len(head)]
@@ -170,7 +181,9 @@ class TextLogParser:
                 pos = s
                 if s <= skip_until:
                     continue
-                used_end = self._line(block, s, e, ln + 1, result, collector, summary, file_rank, file_host)
+                used_end = self._line(
+                    block, s, e, ln + 1, result, collector, summary, file_rank, file_host
+                )
                 skip_until = used_end
             line_no = ln + block.count(b"\n", pos)
             if final and block and not block.endswith(b"\n"):
@@ -195,7 +208,9 @@ class TextLogParser:
             # the part of the tail not already read as head; drop its first partial line
             t = tail[-(offset - HEAD) :] if offset - HEAD < len(tail) else tail
             nl = t.find(b"\n")
-            read_region(t[nl + 1 :].decode("utf-8", errors="replace"), result, file_rank, where="tail")
+            read_region(
+                t[nl + 1 :].decode("utf-8", errors="replace"), result, file_rank, where="tail"
+            )
         self._finish(result, file_rank, file_host)
 
     def _line(
@@ -250,30 +265,54 @@ class TextLogParser:
         if rank is None and env.task is not None:
             rank = env.task
             fields["rank_from"] = "srun_label"
-        if rank is None and kind in _NCCL_KINDS and fields.get("work_rank") is not None:
-            if fields.get("pg") in (None, "0"):
-                rank = fields["work_rank"]
-                fields["rank_from"] = "work_prefix"
+        if (
+            rank is None
+            and kind in _NCCL_KINDS
+            and fields.get("work_rank") is not None
+            and fields.get("pg") in (None, "0")
+        ):
+            # old logs without [rankN]: — the WorkNCCL rank of the default group is the global rank
+            rank = fields["work_rank"]
+            fields["rank_from"] = "work_prefix"
         host = env.host or fields.get("nccl_host") or fields.get("host")
         if host is None and " NCCL " in env.message:
             mh = NCCL_HOST.match(env.message)
             if mh:
                 host = mh.group("host")
-        host = host or file_host
         t = env.time
-        if t is None and kind in ("slurm_time_limit", "slurm_preempted", "node_fail", "slurm_cancelled"):
+        if t is None and kind in (
+            "slurm_time_limit",
+            "slurm_preempted",
+            "node_fail",
+            "slurm_cancelled",
+        ):
             t = iso_from_text(fields.get("at", "")) if fields.get("at") else None
         if t is None:
             t = find_time(raw)
         level = env.level
         collector.add(
-            Event(kind=kind, line=line, text=text, rank=rank, host=host, time=t, level=level, fields=fields, file=result.name)
+            Event(
+                kind=kind,
+                line=line,
+                text=text,
+                rank=rank,
+                host=host,
+                time=t,
+                level=level,
+                fields=fields,
+                file=result.name,
+            )
         )
         if rank is not None and host and rank not in result.rank_hosts:
             result.rank_hosts[rank] = host
         return used_end
 
     def _finish(self, result: ParseResult, file_rank: int | None, file_host: str | None) -> None:
+        # the file name's node label is the weakest source of a host: only where nothing better
+        for e in result.events:
+            if e.host is None:
+                e.host = result.rank_hosts.get(e.rank) if e.rank is not None else None
+                e.host = e.host or (file_host if not result.rank_hosts or e.rank is None else None)
         ranks = set(result.rank_info)
         ranks.update(e.rank for e in result.events if e.rank is not None)
         if file_rank is not None:
@@ -294,7 +333,9 @@ class TextLogParser:
             result.facts["file_rank"] = file_rank
         result.hosts = hosts[:256]
         if result.kind == "rank_log" and not ranks:
-            result.warn("no rank could be told from this file (no [rankN]: prefix, no rank in its name)")
+            result.warn(
+                "no rank could be told from this file (no [rankN]: prefix, no rank in its name)"
+            )
 
 
 register_parser(TextLogParser())

@@ -63,10 +63,20 @@ class TopologyParser:
         if not topo:
             raise ParseError("no host→switch rows found (expected host,switch[,rack] CSV or JSON)")
         for host, d in topo.items():
-            result.events.append(Event(kind="topology_entry", line=d["line"], text=d["text"], host=host,
-                                       fields={"switch": d.get("switch"), "rack": d.get("rack")}, file=result.name))
+            result.events.append(
+                Event(
+                    kind="topology_entry",
+                    line=d["line"],
+                    text=d["text"],
+                    host=host,
+                    fields={"switch": d.get("switch"), "rack": d.get("rack")},
+                    file=result.name,
+                )
+            )
         result.hosts = sorted(topo)[:256]
-        result.facts["topology"] = {h: {k: d.get(k) for k in ("switch", "rack", "line")} for h, d in topo.items()}
+        result.facts["topology"] = {
+            h: {k: d.get(k) for k in ("switch", "rack", "line")} for h, d in topo.items()
+        }
         result.event_counts["topology_entry"] = len(topo)
 
     def _csv(self, lines: list[tuple[int, str]], topo: dict[str, dict[str, Any]]) -> None:
@@ -86,10 +96,20 @@ class TopologyParser:
                 continue
             host, switch = cells[hi], cells[si]
             if host and switch:
-                topo[host] = {"switch": switch, "rack": cells[ri] if 0 <= ri < len(cells) and cells[ri] else None,
-                              "line": line_no, "text": clip(text)}
+                topo[host] = {
+                    "switch": switch,
+                    "rack": cells[ri] if 0 <= ri < len(cells) and cells[ri] else None,
+                    "line": line_no,
+                    "text": clip(text),
+                }
 
-    def _json(self, lines: list[tuple[int, str]], body: str, topo: dict[str, dict[str, Any]], result: ParseResult) -> None:
+    def _json(
+        self,
+        lines: list[tuple[int, str]],
+        body: str,
+        topo: dict[str, dict[str, Any]],
+        result: ParseResult,
+    ) -> None:
         try:
             data = json.loads(body)
             objs = data
@@ -117,12 +137,19 @@ class TopologyParser:
         elif isinstance(objs, list):
             for o in objs:
                 if isinstance(o, dict) and _pick(o, _HOST_KEYS):
-                    items.append((str(_pick(o, _HOST_KEYS)), _pick(o, _SWITCH_KEYS), _pick(o, _RACK_KEYS)))
+                    items.append(
+                        (str(_pick(o, _HOST_KEYS)), _pick(o, _SWITCH_KEYS), _pick(o, _RACK_KEYS))
+                    )
         for host, switch, rack in items:
             if not switch:
                 continue
             line, text = first_line.get(host, (1, clip(lines[0][1]) if lines else ""))
-            topo[host] = {"switch": str(switch), "rack": str(rack) if rack else None, "line": line, "text": text}
+            topo[host] = {
+                "switch": str(switch),
+                "rack": str(rack) if rack else None,
+                "line": line,
+                "text": text,
+            }
 
 
 def _bounded(it: Any) -> Any:

@@ -1,0 +1,110 @@
+"""Helpers shared by the isolation / root-cause / resolution analyzers (issue #5)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..model import Event
+from . import Context
+
+
+def to_dt(iso: str | None) -> datetime | None:
+    """ISO text → naive datetime; a ``0000-`` year (unknown) becomes year 2000 so such times compare."""
+    if not iso:
+        return None
+    s = iso.replace("Z", "")
+    if s.startswith("0000-"):
+        s = "2000" + s[4:]
+    try:
+        d = datetime.fromisoformat(s)
+    except ValueError:
+        return None
+    return d.replace(tzinfo=None) if d.tzinfo else d
+
+
+def shift_iso(iso: str | None, seconds: float) -> str | None:
+    d = to_dt(iso)
+    if d is None or not seconds:
+        return iso
+    out = (d + timedelta(seconds=seconds)).isoformat()
+    return "0000" + out[4:] if iso and iso.startswith("0000-") else out
+
+
+def etime(e: Event) -> str | None:
+    return e.time or e.fields.get("approx_time")
+
+
+def metrics_files(ctx: Context) -> Iterator[tuple[str, Any]]:
+    """(file name, MetricsTable) per metrics artifact, so rows keep their file and line."""
+    for r in ctx.results:
+        if r.metrics is not None and len(r.metrics):
+            yield r.name, r.metrics
+
+
+def row_event(name: str, table: Any, i: int, kind: str, cols: list[str], **fields: Any) -> Event:
+    """An evidence event for metrics row ``i``: its file line when known, its values as text.
+
+    Metrics tables keep values, not raw text: ``text`` lists the row's values
+    (``synthetic_text`` in fields says so); the line number links the raw row.
+    """
+    t = table.table
+    line = (
+        int(t.column("line")[i].as_py())
+        if "line" in t.column_names and t.column("line")[i].is_valid
+        else i + 2
+    )
+    parts = []
+    for c in ["step", "rank", *cols]:
+        if c in t.column_names:
+            v = t.column(c)[i].as_py()
+            if v is not None:
+                parts.append(f"{c}={_fmt(v)}")
+    rank = t.column("rank")[i].as_py() if "rank" in t.column_names else None
+    host = t.column("host")[i].as_py() if "host" in t.column_names else None
+    fields.setdefault("synthetic_text", True)
+    return Event(
+        kind=kind, line=line, text=", ".join(parts), rank=rank, host=host, file=name, fields=fields
+    )
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        return f"{v:.6g}"
+    return str(v)
+
+
+def job_death(ctx: Context) -> Event | None:
+    """The event that marks the job's end on the worker side (latest fatal event with a time)."""
+    kinds = (
+        "slurm_cancelled",
+        "slurm_time_limit",
+        "node_fail",
+        "torchrun_failure",
+        "torchrun_failed",
+        "fatal_terminate",
+        "teardown",
+        "worker_group_failed",
+        "sigterm_sent",
+    )
+    evs = [
+        e
+        for e in ctx.kinds(*kinds)
+        if e.time and not e.file.startswith("ais") and e.kind != "ais_restart"
+    ]
+    evs = [e for e in evs if _is_worker(ctx, e)]
+    if not evs:
+        return None
+    return max(evs, key=lambda e: to_dt(e.time) or datetime.min)
+
+
+def _is_worker(ctx: Context, e: Event) -> bool:
+    kind = ctx.facts.get("_kind_of_file", {}).get(e.file)
+    if kind is None:
+        ctx.facts["_kind_of_file"] = {r.name: r.kind for r in ctx.results}
+        kind = ctx.facts["_kind_of_file"].get(e.file)
+    return kind in ("rank_log", "slurm_job", None)

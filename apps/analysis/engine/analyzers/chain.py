@@ -1,0 +1,304 @@
+"""The root-cause chain across all ranks and files, on one aligned timeline.
+
+Runs after the verdict (order 95). Steps, each with its evidence line:
+
+1. trigger — the earliest causal event (storage failure chain, data-loader error,
+   CUDA/host OOM, Xid/ECC, NaN, mismatch, exception, node failure); without one,
+   the straggler rank that never entered the collective;
+2. the culprit rank leaves the training loop (its exception / exit);
+3. the collective hangs (first watchdog timeout; it started ``Timeout(ms)`` earlier);
+4. the other ranks' watchdogs fire (initiators);
+5. the processes are taken down (teardown, SIGTERM, torchrun summary, SLURM).
+
+Times: every source on the worker clock (AIS times already shifted by the storage
+analyzer's offset, ``ctx.facts["clock_offsets"]``); lines without a time keep
+their file order after the last timed line before them. The root category
+follows the trigger: a timeout after an OOM is OOM. ``doc["root_cause"]["chain"]``
+is replaced; ``doc["timeline"]`` gains the storage/hardware events, aligned.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..model import Event, evidence
+from . import Context, register_analyzer
+from ._rc import etime, to_dt
+
+CAUSES: dict[str, tuple[str, str]] = {
+    "cuda_oom": ("OOM", "CUDA out of memory"),
+    "host_oom_kill": ("OOM", "host out of memory: the kernel killed a process"),
+    "gpu_off_bus": ("HARDWARE", "GPU fell off the bus"),
+    "ecc_error": ("HARDWARE", "uncorrectable ECC error"),
+    "nan_loss": ("NUMERICAL", "loss became NaN/Inf"),
+    "nan_detected": ("NUMERICAL", "non-finite values detected"),
+    "collective_mismatch": ("SOFTWARE", "ranks issued mismatched collectives"),
+    "data_error": ("DATA", "data loader error"),
+    "storage_error": ("STORAGE_IO", "storage I/O error"),
+    "retry_exhausted": ("STORAGE_IO", "retries exhausted"),
+    "node_fail": ("INFRA", "node failure"),
+    "slurm_preempted": ("INFRA", "job preempted"),
+    "segfault": ("SOFTWARE", "segmentation fault"),
+    "python_exception": ("SOFTWARE", "exception"),
+}
+LEAVE = ("python_exception", "traceback", "torchrun_failed", "segfault", "cuda_oom", "data_error")
+HANG = ("watchdog_timeout", "blocking_wait_timeout")
+FIRE = ("dump_first", "watchdog_failure", "async_exception")
+DOWN = (
+    "teardown",
+    "fatal_terminate",
+    "sigterm_sent",
+    "torchrun_failure",
+    "worker_group_failed",
+    "slurm_cancelled",
+    "slurm_time_limit",
+)
+SYMPTOM_EXC = (
+    "DistBackendError",
+    "NCCL",
+    "Watchdog",
+    "SignalException",
+    "ChildFailedError",
+    "timeout",
+)
+
+
+def _key(t: datetime | None) -> datetime:
+    return t or datetime.max
+
+
+class ChainAnalyzer:
+    name = "chain"
+    phase = "root_cause"
+    order = 95
+
+    def run(self, ctx: Context) -> None:
+        ordered = self._aligned(ctx)
+        t_of = {id(e): t for t, e in ordered}
+        hang = [e for _, e in ordered if e.kind in HANG]
+        hang_start = None
+        if hang:
+            h0 = min(hang, key=lambda e: _key(t_of[id(e)]))
+            ms = h0.fields.get("timeout_ms") or h0.fields.get("ran_ms")
+            if t_of[id(h0)] and ms:
+                hang_start = t_of[id(h0)] - timedelta(milliseconds=ms)
+        trigger, category, label = self._trigger(ctx, ordered, t_of, hang_start)
+        steps: list[dict[str, Any]] = []
+
+        def add(
+            stage: str,
+            e: Event | None,
+            what: str,
+            rank: int | None = None,
+            extra: list[Event] | None = None,
+        ) -> None:
+            if e is None or any(
+                s["evidence"][0]["file"] == e.file and s["evidence"][0]["line"] == e.line
+                for s in steps
+            ):
+                return
+            t = t_of.get(id(e))
+            steps.append(
+                {
+                    "stage": stage,
+                    "time": t.isoformat() if t else etime(e),
+                    "rank": e.rank if rank is None else rank,
+                    "host": e.host,
+                    "event": what,
+                    "evidence": [evidence(x) for x in [e, *(extra or [])]][:4],
+                }
+            )
+
+        if trigger is not None:
+            storage = ctx.facts.get("storage_chain") or []
+            if storage and trigger is storage[0][1]:
+                for lbl, e in storage:
+                    add("trigger" if e is trigger else "storage", e, lbl)
+            else:
+                add("trigger", trigger, label)
+        after_t = t_of.get(id(trigger)) if trigger is not None else None
+        culprit = trigger.rank if trigger is not None else None
+        strag = self._straggler(ctx)
+        if culprit is None and strag is not None:
+            culprit = strag["rank"]
+        # 2. the culprit rank leaves the loop
+        if culprit is not None:
+            leave = [
+                e
+                for t, e in ordered
+                if e.rank == culprit
+                and e.kind in LEAVE
+                and e is not trigger
+                and (after_t is None or (t is not None and t >= after_t))
+            ]
+            if leave:
+                add(
+                    "leaves_loop",
+                    leave[0],
+                    f"rank {culprit} left the training loop ({leave[0].kind.replace('_', ' ')})",
+                    culprit,
+                )
+            elif strag is not None:
+                add(
+                    "leaves_loop",
+                    strag["_ev"],
+                    f"rank {strag['rank']} never entered collective {strag.get('seq')} "
+                    f"(last enqueued = last completed = {strag.get('last_completed')}): stuck outside NCCL",
+                    strag["rank"],
+                )
+        # 3. collective hangs, 4. watchdogs fire, 5. processes taken down
+        if hang:
+            h0 = min(hang, key=lambda e: _key(t_of[id(e)]))
+            f = h0.fields
+            what = f"collective {f.get('op', '')} seq {f.get('seq', '?')} hung".replace("  ", " ")
+            if hang_start:
+                what += f" (started {hang_start.isoformat()}, timed out after {(f.get('timeout_ms') or f.get('ran_ms')) / 1000:.0f} s)"
+            add("collective_hangs", h0, what)
+        fire = [e for _, e in ordered if e.kind in FIRE]
+        if fire:
+            n = len({e.rank for e in fire if e.rank is not None})
+            add(
+                "watchdogs_fire",
+                fire[0],
+                f"watchdogs fired on {n or 'the'} rank(s)",
+                extra=fire[1:2],
+            )
+        down = [e for _, e in ordered if e.kind in DOWN]
+        if down:
+            last = max(
+                down, key=lambda e: (_key(t_of[id(e)]) if t_of[id(e)] else datetime.min, e.line)
+            )
+            add(
+                "taken_down",
+                down[0],
+                f"processes taken down ({down[0].kind.replace('_', ' ')})",
+                extra=[last] if last is not down[0] else None,
+            )
+        rc = ctx.doc.setdefault("root_cause", {"category": "UNKNOWN", "summary": "", "chain": []})
+        if len(steps) >= 2 or (steps and not rc.get("chain")):
+            rc["chain"] = steps
+        if trigger is not None and category:
+            rc["chain_trigger"] = {"category": category, "event": label, **evidence(trigger)}
+            verdict_cat = rc.get("category", "UNKNOWN")
+            precedes = (
+                hang_start is None
+                or (
+                    t_of.get(id(trigger)) is not None
+                    and t_of[id(trigger)] <= hang_start + timedelta(seconds=60)
+                )
+                or (
+                    t_of.get(id(trigger)) is not None
+                    and hang
+                    and t_of[id(trigger)] <= min(t_of[id(e)] or datetime.max for e in hang)
+                )
+            )
+            if verdict_cat in ("UNKNOWN", "NETWORK") and category != "NETWORK" and precedes:
+                rc["category"] = category
+                rc["category_from"] = "chain trigger (the root category follows the trigger)"
+                if ctx.doc.get("triage", {}).get("category") in ("UNKNOWN", "NETWORK"):
+                    ctx.doc["triage"]["category"] = category
+        offsets = ctx.facts.get("clock_offsets") or {}
+        if offsets:
+            rc["clock_offsets"] = {f: o for f, o in sorted(offsets.items())}
+        self._timeline(ctx, ordered, t_of)
+
+    def _aligned(self, ctx: Context) -> list[tuple[datetime | None, Event]]:
+        """Every event with its worker-clock time; untimed lines inherit the last time before them in their file."""
+        per_file: dict[str, list[Event]] = {}
+        for e in ctx.events:
+            per_file.setdefault(e.file, []).append(e)
+        out: list[tuple[datetime | None, Event, datetime | None]] = []
+        for evs in per_file.values():
+            evs.sort(key=lambda e: e.line)
+            last: datetime | None = None
+            for e in evs:
+                t = to_dt(etime(e))
+                if t is not None:
+                    last = t
+                out.append((t, e, t or last))
+        out.sort(key=lambda x: (_key(x[2]), x[1].file, x[1].line))
+        return [(t, e) for t, e, _ in out]
+
+    def _trigger(
+        self,
+        ctx: Context,
+        ordered: list[tuple[datetime | None, Event]],
+        t_of: dict[int, Any],
+        hang_start: datetime | None,
+    ) -> tuple[Event | None, str | None, str]:
+        storage = ctx.facts.get("storage_chain") or []
+        if len(storage) >= 2:
+            return storage[0][1], "STORAGE_IO", storage[0][0]
+        cands = []
+        for t, e in ordered:
+            c = CAUSES.get(e.kind)
+            if e.kind == "xid" and e.fields.get("hardware"):
+                c = ("HARDWARE", f"Xid {e.fields.get('xid')}")
+            if c is None:
+                continue
+            if e.kind == "python_exception" and any(s in e.text for s in SYMPTOM_EXC):
+                continue  # an NCCL/watchdog exception is a symptom, not a trigger
+            if e.kind == "nan_loss" and not str(e.fields.get("value", "nan")).lower().startswith(
+                ("nan", "inf", "-inf")
+            ):
+                continue
+            cands.append((t, e, c))
+        if not cands:
+            return None, None, ""
+        timed = [x for x in cands if x[0] is not None]
+        pool = timed or cands
+        # a specific cause beats a generic exception when both come before the hang
+        specific = [
+            x
+            for x in pool
+            if x[1].kind != "python_exception"
+            and (hang_start is None or x[0] is None or x[0] <= hang_start + timedelta(minutes=5))
+        ]
+        t, e, (cat, label) = (specific or pool)[0]
+        if e.kind == "python_exception":
+            label = f"{e.fields.get('type', 'exception')}: {str(e.fields.get('message', ''))[:80]}"
+        return e, cat, label
+
+    @staticmethod
+    def _straggler(ctx: Context) -> dict[str, Any] | None:
+        rows = ctx.facts.get("nccl", {}).get("rows", [])
+        return next(
+            (r for r in rows if r.get("role") == "straggler" and r.get("_ev") is not None), None
+        )
+
+    def _timeline(
+        self, ctx: Context, ordered: list[tuple[datetime | None, Event]], t_of: dict[int, Any]
+    ) -> None:
+        tl = ctx.doc.setdefault("timeline", [])
+        have = {(x.get("file"), x.get("line")) for x in tl}
+        offsets = ctx.facts.get("clock_offsets") or {}
+        extra_kinds = ("ais_", "xid", "gpu_off_bus", "ecc_error", "host_oom_kill")
+        per_kind: dict[str, int] = {}
+        for t, e in ordered:
+            if (e.file, e.line) in have or not e.kind.startswith(extra_kinds) or t is None:
+                continue
+            if per_kind.get(e.kind, 0) >= 8:
+                continue
+            per_kind[e.kind] = per_kind.get(e.kind, 0) + 1
+            item = {
+                "time": t.isoformat(),
+                "rank": e.rank,
+                "host": e.host,
+                "file": e.file,
+                "line": e.line,
+                "event": e.kind,
+                "text": e.text[:300],
+            }
+            if e.file in offsets:
+                item["clock_offset_seconds"] = offsets[e.file]
+            tl.append(item)
+            have.add((e.file, e.line))
+        for item in tl:
+            if item.get("file") in offsets and "clock_offset_seconds" not in item:
+                item["clock_offset_seconds"] = offsets[item["file"]]
+        tl.sort(key=lambda x: (x.get("time") or "9999", x.get("file") or "", x.get("line") or 0))
+        del tl[ctx.options.max_timeline :]
+
+
+register_analyzer(ChainAnalyzer())

@@ -1,0 +1,351 @@
+"""Isolation: affected vs unaffected groups, nccl-tests bandwidth, bisection breaking points.
+
+- Groups: nodes; switches/racks when a topology map (host → switch[, rack]) was
+  uploaded; pipeline stages when ``Options.pipeline_stages`` is set (stage =
+  rank // (world / p), Megatron's layout). For each grouping, the median
+  compute and communication time per group (from per-step metrics); a group
+  whose comm time is ``Options.comm_ratio`` x the others' while compute is equal
+  is affected on the communication side (and the reverse for compute).
+- nccl-tests: each run's bus bandwidth (the ``Avg bus bandwidth`` line, or the
+  mean busbw of the ≥ 256 MiB rows); runs are grouped by their hosts and
+  compared with each other (a run below 60 % of the best comparable run) and
+  with ``Options.expected_busbw`` (below 80 % is degraded; below 50 % poor);
+  intra-node and inter-node runs are compared separately.
+- Bisection: per variable, trials sorted by value; the breaking point lies
+  between the largest working value and the smallest failing one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..model import Event
+from . import Context, register_analyzer
+from ._rc import metrics_files, row_event
+
+
+class IsolationAnalyzer:
+    name = "isolation"
+    phase = "isolation"
+    order = 65
+
+    def run(self, ctx: Context) -> None:
+        iso = ctx.doc.setdefault("isolation", {})
+        topo = self._topology(ctx)
+        if topo:
+            iso["topology_hosts"] = len(topo)
+        self._groups(ctx, iso, topo)
+        self._nccl_tests(ctx, iso, topo)
+        self._bisection(ctx, iso)
+        if not iso:
+            ctx.doc.pop("isolation", None)
+
+    @staticmethod
+    def _topology(ctx: Context) -> dict[str, dict[str, Any]]:
+        topo: dict[str, dict[str, Any]] = {}
+        for e in ctx.by_kind.get("topology_entry", []):
+            if e.host:
+                topo[e.host] = {
+                    "switch": e.fields.get("switch"),
+                    "rack": e.fields.get("rack"),
+                    "event": e,
+                }
+        return topo
+
+    def _groups(self, ctx: Context, iso: dict[str, Any], topo: dict[str, dict[str, Any]]) -> None:
+        rank_host = ctx.facts.get("rank_host", {})
+        world = ctx.doc.get("job", {}).get("world_size")
+        p = ctx.options.pipeline_stages
+        results = []
+        for name, m in metrics_files(ctx):
+            if not m.has("step", "comm_time", "compute_time") or not (
+                m.has("host") or m.has("rank")
+            ):
+                continue
+            n = len(m)
+            comm, comp = m.numpy("comm_time").astype(float), m.numpy("compute_time").astype(float)
+            steps = m.numpy("step").astype(float)
+            recent = steps >= np.nanquantile(steps, 2 / 3) if n else np.ones(0, bool)
+            hosts = np.array(m.column("host") if m.has("host") else [None] * n, dtype=object)
+            ranks = m.numpy("rank").astype(float) if m.has("rank") else np.full(n, np.nan)
+            for i in np.flatnonzero([h is None for h in hosts]):
+                r = ranks[i]
+                hosts[i] = rank_host.get(int(r)) if not np.isnan(r) else None
+            groupings: dict[str, np.ndarray] = {"node": hosts}
+            if topo:
+                groupings["switch"] = np.array(
+                    [topo.get(h, {}).get("switch") if h else None for h in hosts], dtype=object
+                )
+                if any(v.get("rack") for v in topo.values()):
+                    groupings["rack"] = np.array(
+                        [topo.get(h, {}).get("rack") if h else None for h in hosts], dtype=object
+                    )
+            if p and world and world % p == 0:
+                per = world // p
+                groupings["stage"] = np.array(
+                    [None if np.isnan(r) else f"stage {int(r) // per}" for r in ranks], dtype=object
+                )
+            for gname, labels in groupings.items():
+                res = self._compare(ctx, name, m, gname, labels, comm, comp, recent)
+                if res:
+                    results.append(res)
+        if results:
+            iso["groups"] = results
+
+    def _compare(
+        self,
+        ctx: Context,
+        name: str,
+        m: Any,
+        gname: str,
+        labels: np.ndarray,
+        comm: np.ndarray,
+        comp: np.ndarray,
+        recent: np.ndarray,
+    ) -> dict[str, Any] | None:
+        per: dict[str, dict[str, Any]] = {}
+        for g in sorted({x for x in labels if x is not None}):
+            idx = np.flatnonzero((labels == g) & recent)
+            c, k = comm[idx], comp[idx]
+            if idx.size == 0 or np.all(np.isnan(c)) or np.all(np.isnan(k)):
+                continue
+            per[g] = {
+                "comm": float(np.nanmedian(c)),
+                "compute": float(np.nanmedian(k)),
+                "rows": idx,
+            }
+        if len(per) < 2:
+            return None
+        ratio = ctx.options.comm_ratio
+        out: dict[str, Any] = {
+            "by": gname,
+            "file": name,
+            "groups": {
+                g: {"comm": round(v["comm"], 4), "compute": round(v["compute"], 4)}
+                for g, v in per.items()
+            },
+        }
+        for side, other in (("comm", "compute"), ("compute", "comm")):
+            affected = []
+            for g, v in per.items():
+                rest = [w[side] for h, w in per.items() if h != g]
+                rest_o = [w[other] for h, w in per.items() if h != g]
+                base, base_o = float(np.median(rest)), float(np.median(rest_o))
+                if (
+                    base > 0
+                    and v[side] >= ratio * base
+                    and (base_o == 0 or abs(v[other] - base_o) <= 0.15 * base_o)
+                ):
+                    affected.append(g)
+            if affected and len(affected) < len(per):
+                unaffected = [g for g in per if g not in affected]
+                out[f"affected_{side}"] = affected
+                ev_rows = [int(per[g]["rows"][-1]) for g in affected[:3]] + [
+                    int(per[unaffected[0]]["rows"][-1])
+                ]
+                a_med = np.median([per[g][side] for g in affected])
+                u_med = np.median([per[g][side] for g in unaffected])
+                ctx.add_finding(
+                    phase="isolation",
+                    kind=f"isolated_{side}_{gname}",
+                    title=f"{side.capitalize()} is slow on {gname} group(s) {', '.join(affected[:6])}: "
+                    f"{a_med:.3g}s vs {u_med:.3g}s elsewhere, {other} equal",
+                    detail=(
+                        "A communication problem local to these groups (links, NICs, switch ports): run nccl-tests "
+                        "across them vs the others."
+                        if side == "comm"
+                        else "A compute problem local to these groups (throttled or faulty GPUs, CPU contention): check nvidia-smi clocks and temperatures."
+                    ),
+                    confidence=0.75,
+                    hosts=[g for g in affected if gname == "node"],
+                    evidence_events=[
+                        row_event(name, m, r, "metrics_row", ["host", "compute_time", "comm_time"])
+                        for r in ev_rows
+                    ],
+                    category="NETWORK" if side == "comm" else "HARDWARE",
+                    by=gname,
+                    affected=affected,
+                )
+        return out
+
+    def _nccl_tests(
+        self, ctx: Context, iso: dict[str, Any], topo: dict[str, dict[str, Any]]
+    ) -> None:
+        runs = []
+        for e in ctx.by_kind.get("nccl_test_result", []):
+            f = e.fields
+            bw = f.get("avg_busbw") if f.get("avg_busbw") is not None else f.get("large_busbw")
+            if bw is None:
+                bw = f.get("peak_busbw")
+            if bw is None:
+                continue
+            runs.append(
+                {
+                    "event": e,
+                    "busbw": float(bw),
+                    "hosts": f.get("hosts") or [],
+                    "scope": f.get("scope"),
+                    "test": f.get("test"),
+                }
+            )
+        if not runs:
+            return
+        expected = ctx.options.expected_busbw
+        table = []
+        for scope in sorted({r["scope"] for r in runs}):
+            same = [r for r in runs if r["scope"] == scope]
+            by_test: dict[str, list[dict[str, Any]]] = {}
+            for r in same:
+                by_test.setdefault(r["test"], []).append(r)
+            for test, rs in by_test.items():
+                best = max(r["busbw"] for r in rs)
+                for r in rs:
+                    row = {
+                        "file": r["event"].file,
+                        "line": r["event"].line,
+                        "test": test,
+                        "scope": scope,
+                        "hosts": r["hosts"],
+                        "busbw": r["busbw"],
+                        "vs_best": round(r["busbw"] / best, 3) if best else None,
+                    }
+                    if topo:
+                        row["switches"] = sorted(
+                            {
+                                topo[h]["switch"]
+                                for h in r["hosts"]
+                                if h in topo and topo[h].get("switch")
+                            }
+                        )
+                    if expected:
+                        row["vs_expected"] = round(r["busbw"] / expected, 3)
+                    table.append(row)
+                slow = [r for r in rs if len(rs) > 1 and r["busbw"] < 0.6 * best]
+                if slow:
+                    good = [r for r in rs if r not in slow]
+                    hosts = sorted({h for r in slow for h in r["hosts"]})
+                    ok_hosts = sorted({h for r in good for h in r["hosts"]} - set(hosts))
+                    sw = ""
+                    if topo:
+                        s_bad = {topo[h]["switch"] for h in hosts if h in topo}
+                        s_ok = {topo[h]["switch"] for h in ok_hosts if h in topo}
+                        only = sorted(s_bad - s_ok)
+                        if only:
+                            sw = f"; slow nodes share switch(es) {', '.join(only)} that the fast ones do not use"
+                    good_bw = max(r["busbw"] for r in good)
+                    ctx.add_finding(
+                        phase="isolation",
+                        kind="nccl_tests_slow_group",
+                        title=f"{test} {scope.replace('_', '-')}: {', '.join(hosts[:6]) or 'some runs'} reach "
+                        f"{min(r['busbw'] for r in slow):.3g} GB/s busbw vs {good_bw:.3g} GB/s on the others{sw}",
+                        detail="Bus bandwidth that differs between node groups on the same test isolates the problem to "
+                        "the slow group's links, NICs or switch ports.",
+                        confidence=0.8,
+                        hosts=hosts,
+                        evidence_events=[r["event"] for r in slow[:3]]
+                        + [max(good, key=lambda r: r["busbw"])["event"]],
+                        category="NETWORK",
+                        busbw=[r["busbw"] for r in slow],
+                    )
+                if expected:
+                    low = [r for r in rs if r["busbw"] < 0.8 * expected and r not in slow]
+                    for r in low[:5]:
+                        level = (
+                            "poor (< 50 %)" if r["busbw"] < 0.5 * expected else "degraded (< 80 %)"
+                        )
+                        ctx.add_finding(
+                            phase="isolation",
+                            kind="nccl_tests_below_expected",
+                            title=f"{test} on {', '.join(r['hosts'][:4]) or r['event'].file}: {r['busbw']:.3g} GB/s busbw, "
+                            f"{r['busbw'] / expected:.0%} of the expected {expected:g} GB/s — {level}",
+                            confidence=0.7,
+                            hosts=r["hosts"],
+                            evidence_events=[r["event"]],
+                            category="NETWORK",
+                        )
+        # intra vs inter: a healthy intra-node result with a poor inter-node one points at the fabric
+        intra = [r for r in runs if r["scope"] == "intra_node"]
+        inter = [r for r in runs if r["scope"] == "inter_node"]
+        if intra and inter:
+            iso["intra_vs_inter"] = {
+                "intra_busbw": max(r["busbw"] for r in intra),
+                "inter_busbw": min(r["busbw"] for r in inter),
+            }
+        iso["nccl_tests"] = table
+
+    def _bisection(self, ctx: Context, iso: dict[str, Any]) -> None:
+        trials = ctx.by_kind.get("bisection_trial", [])
+        if not trials:
+            return
+        by_var: dict[str, list[Event]] = {}
+        for e in trials:
+            by_var.setdefault(str(e.fields.get("variable")), []).append(e)
+        out = []
+        for var, evs in sorted(by_var.items()):
+            num = [e for e in evs if isinstance(e.fields.get("value"), int | float)]
+            works = [e for e in num if e.fields["outcome"] == "works"]
+            fails = [e for e in num if e.fields["outcome"] == "fails"]
+            row: dict[str, Any] = {
+                "variable": var,
+                "trials": len(evs),
+                "works": sorted({e.fields["value"] for e in works}),
+                "fails": sorted({e.fields["value"] for e in fails}),
+            }
+            if works and fails:
+                hi_ok = max(works, key=lambda e: e.fields["value"])
+                lo_bad = min(fails, key=lambda e: e.fields["value"])
+                if hi_ok.fields["value"] < lo_bad.fields["value"]:
+                    row["breaking_point"] = {
+                        "last_working": hi_ok.fields["value"],
+                        "first_failing": lo_bad.fields["value"],
+                    }
+                    row["monotonic"] = not any(
+                        e.fields["value"] > lo_bad.fields["value"] for e in works
+                    )
+                    title = (
+                        f"Bisection on {var}: works at {hi_ok.fields['value']:g}, fails at {lo_bad.fields['value']:g} — "
+                        f"the breaking point is between them"
+                    )
+                    detail = (
+                        "Test the midpoint next"
+                        if _gap(hi_ok.fields["value"], lo_bad.fields["value"])
+                        else "Adjacent values: this is the exact breaking point"
+                    )
+                    detail += "; document what changes at that value (a new node, a new switch tier, a memory limit)."
+                    conf = 0.8
+                else:
+                    row["monotonic"] = False
+                    title = f"Bisection on {var} is not monotonic: fails at {lo_bad.fields['value']:g} but works above it"
+                    detail = "An intermittent failure or a second variable changing between trials; repeat the trials around the failing values."
+                    conf = 0.6
+                ctx.add_finding(
+                    phase="isolation",
+                    kind="bisection_breaking_point",
+                    title=title,
+                    detail=detail,
+                    confidence=conf,
+                    evidence_events=[hi_ok, lo_bad],
+                    variable=var,
+                    **{k: v for k, v in row.items() if k == "breaking_point"},
+                )
+            elif fails and not works:
+                row["note"] = (
+                    "fails at every value tried: the cause is below the smallest value tested"
+                )
+            elif works and not fails:
+                row["note"] = (
+                    "works at every value tried: the failure needs a larger value (or another variable)"
+                )
+            out.append(row)
+        iso["bisection"] = out
+
+
+def _gap(a: float, b: float) -> bool:
+    if isinstance(a, int) and isinstance(b, int):
+        return b - a > 1
+    return b - a > 1e-9
+
+
+register_analyzer(IsolationAnalyzer())
