@@ -52,6 +52,9 @@ def incident_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def incident_detail(request: HttpRequest, code: str) -> HttpResponse:
+    """The guided incident page: the first screen, then the five phases as steps."""
+    from apps.investigation.page import incident_page_context
+
     incident = selectors.incident_get_for_user(user=request.user, code=code)
     context = {
         "incident": incident,
@@ -59,6 +62,7 @@ def incident_detail(request: HttpRequest, code: str) -> HttpResponse:
         "events": incident.events.select_related("actor").order_by("-at", "-pk")[:50],
         "statuses": Status,
         "phase_choices": Phase.choices,
+        **incident_page_context(incident=incident),
     }
     return render(request, "incidents/detail.html", context)
 
