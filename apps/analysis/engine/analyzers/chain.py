@@ -228,9 +228,11 @@ class ChainAnalyzer:
         hang_start: datetime | None,
     ) -> tuple[Event | None, str | None, str]:
         storage = ctx.facts.get("storage_chain") or []
-        if len(storage) >= 2:
-            return storage[0][1], "STORAGE_IO", storage[0][0]
         cands = []
+        if len(storage) >= 2:
+            cands.append(
+                (to_dt(etime(storage[0][1])), storage[0][1], ("STORAGE_IO", storage[0][0]))
+            )
         for t, e in ordered:
             c = CAUSES.get(e.kind)
             if e.kind == "xid" and e.fields.get("hardware"):
@@ -246,6 +248,7 @@ class ChainAnalyzer:
             cands.append((t, e, c))
         if not cands:
             return None, None, ""
+        cands.sort(key=lambda x: (_key(x[0]), x[1].file, x[1].line))
         timed = [x for x in cands if x[0] is not None]
         pool = timed or cands
         # a specific cause beats a generic exception when both come before the hang

@@ -73,10 +73,10 @@ class MemoryAnalyzer:
     def run(self, ctx: Context) -> None:
         cap = capacity_gib(ctx)
         report: list[dict[str, Any]] = []
+        flagged: dict[tuple[str, str], list[tuple[dict[str, Any], list[Any]]]] = {}
         for name, m in metrics_files(ctx):
             if not m.has("step", "mem_allocated"):
                 continue
-            t = m.table
             steps = m.numpy("step").astype(float)
             mem = m.numpy("mem_allocated").astype(float)
             reserved = m.numpy("mem_reserved").astype(float) if m.has("mem_reserved") else None
@@ -114,37 +114,49 @@ class MemoryAnalyzer:
                             entry["full_at_step"] = int(steps[idx[-1]] + (cap - y[-1]) / per_step)
                 report.append(entry)
                 if shape in ("staircase", "slope", "fragmentation"):
-                    what = {
-                        "staircase": "a staircase: memory is kept every few steps (a leak)",
-                        "slope": "a steady slope: fragmentation or a slow leak",
-                        "fragmentation": "reserved - allocated grows: allocator fragmentation",
-                    }[shape]
-                    fix = (
-                        "take a memory snapshot (torch.cuda.memory._record_memory_history) at two stair steps and diff them"
-                        if shape == "staircase"
-                        else "try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; fix dynamic shapes"
+                    flagged.setdefault((name, shape), []).append(
+                        (
+                            entry,
+                            [
+                                row_event(name, m, int(idx[0]), "metrics_row", ["mem_allocated"]),
+                                row_event(name, m, peak_i, "metrics_row", ["mem_allocated"]),
+                            ],
+                        )
                     )
-                    head = f"; headroom {entry['headroom']:.2f} GiB" if "headroom" in entry else ""
-                    full = (
-                        f", full at about step {entry['full_at_step']}"
-                        if "full_at_step" in entry
-                        else ""
-                    )
-                    ctx.add_finding(
-                        phase="isolation",
-                        kind=f"memory_{shape}",
-                        title=f"Rank {int(rank)} memory curve is {what}{head}{full}",
-                        detail=f"Allocated went from {y[0]:.3g} to {y[-1]:.3g} (peak {y.max():.3g}). {fix}.",
-                        confidence=0.7 if shape != "slope" else 0.55,
-                        ranks=[int(rank)],
-                        evidence_events=[
-                            row_event(name, m, int(idx[0]), "metrics_row", ["mem_allocated"]),
-                            row_event(name, m, peak_i, "metrics_row", ["mem_allocated"]),
-                        ],
-                        category="OOM",
-                        shape=shape,
-                    )
-                _ = t
+        for (_name, shape), items in sorted(flagged.items()):
+            items.sort(key=lambda x: -x[0]["peak"])
+            entry = items[0][0]
+            ranks = [x[0]["rank"] for x in items]
+            what = {
+                "staircase": "a staircase: memory is kept every few steps (a leak)",
+                "slope": "a steady slope: fragmentation or a slow leak",
+                "fragmentation": "reserved - allocated grows: allocator fragmentation",
+            }[shape]
+            fix = (
+                "take a memory snapshot (torch.cuda.memory._record_memory_history) at two stair steps and diff them"
+                if shape == "staircase"
+                else "try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; fix dynamic shapes"
+            )
+            head = f"; headroom {entry['headroom']:.2f} GiB" if "headroom" in entry else ""
+            full = (
+                f", full at about step {entry['full_at_step']}" if "full_at_step" in entry else ""
+            )
+            who = (
+                f"Rank {ranks[0]}"
+                if len(ranks) == 1
+                else f"{len(ranks)} ranks (worst: rank {entry['rank']})"
+            )
+            ctx.add_finding(
+                phase="isolation",
+                kind=f"memory_{shape}",
+                title=f"{who}: memory curve is {what}{head}{full}",
+                detail=f"Allocated went from {entry['start']:.3g} to a peak of {entry['peak']:.3g}. {fix}.",
+                confidence=0.7 if shape != "slope" else 0.55,
+                ranks=ranks,
+                evidence_events=[ev for _, evs in items[:2] for ev in evs],
+                category="OOM",
+                shape=shape,
+            )
         if report:
             shapes: dict[str, int] = {}
             for r in report:

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 from ..detect import basename
 from ..model import MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
 from . import ParseError, Progress, register_parser
+from . import textlog as _textlog  # noqa: F401 — registered first, so this parser wins its kinds
 from ._lines import clip, iter_lines
 
 _NAME = re.compile(

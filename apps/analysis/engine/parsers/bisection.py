@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
+from . import textlog as _textlog  # noqa: F401 — registered first, so this parser wins its kinds
 from ._lines import clip, iter_lines
 
 _WORKS = {

@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from ..detect import host_from_name
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
+from . import textlog as _textlog  # noqa: F401 — registered first, so this parser wins its kinds
 from ._lines import clip, iter_lines
 
 _RANK = re.compile(
