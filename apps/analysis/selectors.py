@@ -26,7 +26,7 @@ def analysis_latest_for_incident(*, incident: Incident) -> AnalysisRun | None:
 def analysis_document_for_incident(*, incident: Incident) -> dict | None:
     """The triage document of the newest run that produced one, or None."""
     run = (
-        incident.analysis_runs.exclude(document=None)
+        incident.analysis_runs.filter(document__isnull=False)
         .filter(status__in=(RunStatus.SUCCEEDED, RunStatus.FAILED))
         .order_by("-finished_at", "-pk")
         .only("document")

@@ -6,7 +6,10 @@ by the ingest app, whose ``evidence_url`` resolves the file name to the artifact
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django import template
+from django.urls import NoReverseMatch
 
 from apps.analysis.selectors import rank_ranges as _rank_ranges
 
@@ -18,7 +21,12 @@ def analysis_evidence_url(incident, file: str, line: int | None) -> str:
     """The evidence viewer at that file and line; "" when the file is not stored."""
     from apps.ingest.selectors import evidence_url
 
-    return evidence_url(incident, file, line)
+    try:
+        return evidence_url(incident, file, line)
+    except NoReverseMatch:
+        # The viewer's URLs are not mounted (yet): its lookup-by-name address instead.
+        query = {"file": file or "", **({"line": str(line)} if line else {})}
+        return f"/incidents/{incident.code}/artifacts/?{urlencode(query)}"
 
 
 @register.filter
