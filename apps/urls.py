@@ -18,4 +18,5 @@ urlpatterns = [
     path("teams/", include("apps.accounts.urls")),
     path("api/v1/", include("apps.api.urls")),
     path("incidents/<str:code>/analysis/", include("apps.analysis.urls")),
+    path("incidents/<str:code>/artifacts/", include("apps.ingest.urls")),
 ]
