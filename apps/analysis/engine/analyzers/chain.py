@@ -99,16 +99,19 @@ class ChainAnalyzer:
             ):
                 return
             t = t_of.get(id(e))
-            steps.append(
-                {
-                    "stage": stage,
-                    "time": t.isoformat() if t else etime(e),
-                    "rank": e.rank if rank is None else rank,
-                    "host": e.host,
-                    "event": what,
-                    "evidence": [evidence(x) for x in [e, *(extra or [])]][:4],
-                }
-            )
+            step = {
+                "stage": stage,
+                "time": t.isoformat() if t else etime(e),
+                "rank": e.rank if rank is None else rank,
+                "host": e.host,
+                "event": what,
+                "evidence": [evidence(x) for x in [e, *(extra or [])]][:4],
+            }
+            if id(e) in self._inherited:
+                step["time_inherited"] = (
+                    True  # the line has no time: the last time before it in its file
+                )
+            steps.append(step)
 
         if trigger is not None:
             storage = ctx.facts.get("storage_chain") or []
@@ -203,6 +206,8 @@ class ChainAnalyzer:
             rc["clock_offsets"] = {f: o for f, o in sorted(offsets.items())}
         self._timeline(ctx, ordered, t_of)
 
+    _inherited: set[int] = set()  # noqa: RUF012
+
     def _aligned(self, ctx: Context) -> list[tuple[datetime | None, Event]]:
         """Every event with its worker-clock time; untimed lines inherit the last time before them in their file."""
         per_file: dict[str, list[Event]] = {}
@@ -218,7 +223,8 @@ class ChainAnalyzer:
                     last = t
                 out.append((t, e, t or last))
         out.sort(key=lambda x: (_key(x[2]), x[1].file, x[1].line))
-        return [(t, e) for t, e, _ in out]
+        self._inherited = {id(e) for t, e, _ in out if t is None}
+        return [(eff, e) for _, e, eff in out]
 
     def _trigger(
         self,

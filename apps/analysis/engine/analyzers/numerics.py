@@ -46,6 +46,23 @@ def _series(m: Any, col: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return u, means, rows[first]
 
 
+def _with_null_runs(
+    m: Any, steps: np.ndarray, loss: np.ndarray, rows: np.ndarray
+) -> tuple[np.ndarray, ...]:
+    """CSV readers turn ``nan`` into null: a loss that is null from some step to the end, after
+    finite values, on rows that still have a step, is read as NaN from that step."""
+    all_steps = m.numpy("step").astype(float)
+    valid = m.table.column("loss").is_valid().to_numpy(zero_copy_only=False)
+    if valid.all() or not valid.any():
+        return steps, loss, rows
+    last_valid_step = float(np.nanmax(all_steps[valid]))
+    null_after = np.flatnonzero(~valid & (all_steps > last_valid_step))
+    if null_after.size < 2:
+        return steps, loss, rows
+    i = int(null_after[np.argmin(all_steps[null_after])])
+    return (np.append(steps, all_steps[i]), np.append(loss, np.nan), np.append(rows, i))
+
+
 class NumericsAnalyzer:
     name = "numerics"
     phase = "isolation"
@@ -78,6 +95,9 @@ class NumericsAnalyzer:
     def _nan(self, ctx: Context, name: str, m: Any, iso: dict[str, Any]) -> None:
         steps, loss, rows = _series(m, "loss")
         bad = ~np.isfinite(loss)
+        if not bad.any():
+            steps, loss, rows = _with_null_runs(m, steps, loss, rows)
+            bad = ~np.isfinite(loss)
         if not bad.any():
             return
         i = int(np.argmax(bad))

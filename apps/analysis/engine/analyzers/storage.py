@@ -59,6 +59,7 @@ class StorageAnalyzer:
     def run(self, ctx: Context) -> None:
         ais = _ais_results(ctx)
         if not ais:
+            self._retries(ctx, ais, [])
             return
         out: dict[str, Any] = {"daemons": {}, "offset_seconds": 0.0, "window": None, "chain": []}
         ctx.doc["storage"] = out
