@@ -58,16 +58,21 @@ def md_cell(value: Any) -> str:
     return text or "—"
 
 
-def md_code(value: Any) -> str:
-    """Inline code for untrusted text (a log line): fenced with more backticks than it holds."""
+def md_code(value: Any, *, in_table: bool = False) -> str:
+    """Inline code for untrusted text (a log line): fenced with more backticks than it holds.
+
+    Markdown renders a code span's content literally (no HTML), so only the fence and, in
+    a table, the pipe need care: GFM splits table cells before it parses code spans.
+    """
     text = " ".join(("" if value is None else str(value)).split())
     if not text:
         return ""
     longest = max((len(m) for m in _BACKTICKS.findall(text)), default=0)
     fence = "`" * (longest + 1)
     pad = " " if text.startswith("`") or text.endswith("`") else ""
-    # Inside a table a pipe still ends the cell, even in a code span; GFM honours "\|".
-    return f"{fence}{pad}{text.replace('|', '\\|')}{pad}{fence}"
+    if in_table:
+        text = text.replace("|", "\\|")
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def md_text(value: Any) -> str:

@@ -30,17 +30,29 @@ def _yaml(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+class Raw(str):
+    """A table cell already made safe (code spans of log text): not escaped again."""
+
+    __slots__ = ()
+
+
 def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(" --- " for _ in headers) + "|"]
     for row in rows:
-        lines.append("| " + " | ".join(md_cell(c) for c in row) + " |")
+        cells = [c if isinstance(c, Raw) and c else md_cell(c) for c in row]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
-def _ref(ref: dict[str, Any]) -> str:
-    where = f"{ref.get('file', '')}:{ref.get('line', '')}"
+def _ref(ref: dict[str, Any], *, in_table: bool = False) -> str:
+    """`file:line` and the quoted log line in a code span (where HTML is never run)."""
+    where = md_cell(f"{ref.get('file', '')}:{ref.get('line', '')}")
     text = ref.get("text")
-    return f"{where} {md_code(text)}" if text else where
+    return f"{where} {md_code(text, in_table=in_table)}" if text else where
+
+
+def _refs(refs: list[dict[str, Any]] | None, *, in_table: bool = False) -> str:
+    return "; ".join(_ref(r, in_table=in_table) for r in refs or [])
 
 
 def _para(text: str, empty: str = "_Not written yet._") -> list[str]:
@@ -246,7 +258,7 @@ def render(ctx: dict[str, Any]) -> str:
                     f.get("phase"),
                     f.get("kind"),
                     f.get("title"),
-                    "; ".join(_ref(r) for r in f.get("evidence") or []),
+                    Raw(_refs(f.get("evidence"), in_table=True)),
                 ]
                 for f in findings
             ],
@@ -287,7 +299,7 @@ def render(ctx: dict[str, Any]) -> str:
     if rca.get("chain"):
         out += ["Causal chain from the logs (trigger first):", ""]
         for i, link in enumerate(rca["chain"], 1):
-            refs = "; ".join(_ref(r) for r in link.get("evidence") or [])
+            refs = _refs(link.get("evidence"))
             out.append(
                 f"{i}. {md_cell(link.get('time'))} rank {md_cell(link.get('rank'))}: "
                 f"{md_cell(link.get('event'))}" + (f" — {refs}" if refs else "")
@@ -302,7 +314,7 @@ def render(ctx: dict[str, Any]) -> str:
         chosen = " (chosen)" if chain.get("is_chosen") else ""
         out += [f"#### {md_cell(chain.get('title') or 'Chain')}{chosen}", ""]
         for i, step in enumerate(steps, 1):
-            refs = "; ".join(_ref(r) for r in step.get("evidence") or [])
+            refs = _refs(step.get("evidence"))
             out.append(
                 f"{i}. Why? {md_cell(step.get('why'))} → {md_cell(step.get('answer'))}"
                 + (f" — evidence: {refs}" if refs else "")

@@ -74,13 +74,17 @@ def _content(pm: PostMortem) -> dict[str, Any]:
 
 
 def _store_revision(*, pm: PostMortem, actor: AbstractBaseUser | None, note: str) -> None:
-    PostMortemRevision.objects.create(
+    # Every content change bumps the revision number, so one row per number is the
+    # content of that revision; keeping it (e.g. "Published") is enough.
+    PostMortemRevision.objects.get_or_create(
         postmortem=pm,
         number=pm.revision,
-        status=pm.status,
-        content=_content(pm),
-        note=note[:200],
-        created_by=_actor(actor),
+        defaults={
+            "status": pm.status,
+            "content": _content(pm),
+            "note": note[:200],
+            "created_by": _actor(actor),
+        },
     )
 
 

@@ -44,7 +44,7 @@ def analysis_latest(incident: Incident) -> tuple[str, dict[str, Any] | None]:
         return "", None
     run = (
         AnalysisRun.objects.filter(incident=incident, status__in=("succeeded", "failed"))
-        .exclude(document=None)
+        .exclude(document__isnull=True)
         .order_by("-finished_at", "-pk")
         .only("code", "document")
         .first()
@@ -174,6 +174,9 @@ def _phases(incident: Incident, now: dt.datetime) -> list[dict[str, Any]]:
     for transition in incident.transitions.order_by("at", "pk"):
         if transition.from_phase and transition.note:
             leaving_notes.setdefault(transition.from_phase, []).append(transition.note)
+    stop = None
+    if incident.status in {"resolved", "closed"}:
+        stop = incident.resolved_at or incident.closed_at
     return [
         {
             "phase": span.phase,
@@ -182,7 +185,8 @@ def _phases(incident: Incident, now: dt.datetime) -> list[dict[str, Any]]:
             "entered_at": _iso(span.entered_at),
             "key_action": "; ".join(leaving_notes.get(span.phase, [])),
         }
-        for span in incident_phase_durations(incident=incident, now=now)
+        # A finished investigation stops the clock of its last phase when it was resolved.
+        for span in incident_phase_durations(incident=incident, now=stop or now)
     ]
 
 

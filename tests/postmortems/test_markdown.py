@@ -1,0 +1,157 @@
+import re
+
+import pytest
+
+from apps.incidents.models import Incident
+from apps.postmortems import services
+from apps.postmortems.cost import CostInputs, cost_compute
+from apps.postmortems.formatting import fmt_duration, fmt_hours, fmt_input, fmt_usd
+from apps.postmortems.models import PostMortem
+
+from .conftest import make_incident, triage_doc
+
+pytestmark = pytest.mark.django_db
+
+SECTIONS = [
+    "## Summary",
+    "## Impact",
+    "## Cost",
+    "## Trigger and leadup",
+    "## Detection",
+    "## Response and recovery",
+    "## Timeline",
+    "## Technical analysis",
+    "### Triage",
+    "### Localization",
+    "### Findings",
+    "## Hypotheses and tests",
+    "## Root cause",
+    "### Five Whys",
+    "## Contributing factors",
+    "## Fix and verification",
+    "## Action items",
+    "## What went well",
+    "## What went wrong",
+    "## Where we got lucky",
+    "## Lessons learned",
+    "## Similar incidents",
+    "## Review record",
+]
+
+
+def _front_matter(text: str) -> dict[str, str]:
+    assert text.startswith("---\n")
+    block = text.split("---\n", 2)[1]
+    return dict(line.split(": ", 1) for line in block.strip().splitlines())
+
+
+def test_the_markdown_has_front_matter_every_section_and_every_number(rich_incident, owner):
+    pm = services.postmortem_draft_create(incident=rich_incident, actor=owner)
+    inputs = CostInputs.from_json({**pm.cost_inputs, "downtime_hours": 0.5})
+    pm = services.postmortem_cost_update(postmortem=pm, actor=owner, inputs=inputs)
+    text = services.postmortem_render_markdown(postmortem=pm)
+    result = cost_compute(inputs)
+
+    front = _front_matter(text)
+    assert front["status"] == '"draft"'
+    assert front["severity"] == '"untriaged"'
+    assert front["failure_class"] == '"NETWORK"'
+    assert front["cluster"] == '"eos"'
+    assert front["job_ids"] == '["771234"]'
+    assert front["owner"] == '"alice"'
+    assert float(front["gpu_hours_lost"]) == pytest.approx(result.gpu_hours_lost, abs=0.01)
+    assert float(front["cost_usd"]) == pytest.approx(result.cost_usd, abs=0.01)
+
+    for heading in SECTIONS:
+        assert re.search(rf"^{re.escape(heading)}\b", text, re.MULTILINE), heading
+
+    # Every cost input and result, as the page shows them.
+    for name, value in inputs.to_json().items():
+        if value is not None:
+            assert fmt_input(value) in text, name
+    for figure in [
+        fmt_hours(result.gpu_hours_lost),
+        fmt_usd(result.cost_usd),
+        fmt_hours(result.undetected_gpu_hours),
+        fmt_usd(result.undetected_cost_usd),
+        fmt_hours(result.recompute_gpu_hours),
+        fmt_hours(result.downtime_gpu_hours),
+        fmt_hours(result.degraded_gpu_hours),
+    ]:
+        assert figure in text, figure
+    assert "GPU-hours lost = GPUs × (degraded hours × waste fraction + downtime hours)" in text
+    # Lessons learned: phase × time spent × key action, and the response durations.
+    phases = [
+        ("Triage", 5),
+        ("Localization", 15),
+        ("Isolation", 20),
+        ("Root cause", 10),
+        ("Resolution", 55),  # until the incident was resolved (T0+110 min), not until today
+    ]
+    for label, minutes in phases:
+        assert re.search(rf"\| {label} \| {minutes} min \|", text), label
+    assert "Per-rank timing revealed asymmetric AllReduce" in text
+    assert f"| Time to detect | {fmt_duration(300)} |" in text
+    assert f"| Time to mitigate | {fmt_duration(75 * 60)} |" in text
+    assert f"| Time to resolve | {fmt_duration(105 * 60)} |" in text
+    # The investigation's records.
+    for fragment in [
+        "Degraded link on a spine switch",
+        "Degrading optical transceiver",
+        "No alert on bus bandwidth",
+        "Disable switch-04 port 17 and reroute",
+        "**FIXED**",
+        "Add NCCL bus bandwidth to per-step monitoring",
+        "2026-04-01",
+        "node-09",
+        "rank-72.log:8812",
+    ]:
+        assert fragment in text, fragment
+
+
+def test_pipes_newlines_and_html_in_user_and_log_text_do_not_break_tables(rich_incident, owner):
+    pm = services.postmortem_draft_create(incident=rich_incident, actor=owner)
+    pm = services.postmortem_update(
+        postmortem=pm,
+        actor=owner,
+        phase_key_actions={"triage": "split | across\nlines <b>bold</b>"},
+    )
+    text = services.postmortem_render_markdown(postmortem=pm)
+    row = next(line for line in text.splitlines() if line.startswith("| Triage |"))
+    assert row.count(" | ") == 2  # three cells, the pipe in the text escaped
+    assert "split \\| across lines &lt;b&gt;bold&lt;/b&gt;" in row
+    # Hypothesis test result holds a pipe; the log line holds a pipe and a script tag.
+    hyp = next(line for line in text.splitlines() if "Only nodes behind switch-04" in line)
+    assert "switch-04 \\| slow" in hyp
+    # Log text is quoted in code spans, where markdown shows HTML as text; never bare.
+    assert "`allreduce took 7100 ms <script>alert(1)</script>`" in text
+    assert text.count("<script>") == text.count("`allreduce took 7100 ms <script>")
+    for line in text.splitlines():
+        if line.startswith("|"):
+            assert line.endswith("|"), line
+
+
+def test_similar_incidents_appear_in_the_markdown_with_their_reasons(team, owner):
+    earlier = make_incident(
+        team, owner, title="Earlier slow AllReduce", doc=triage_doc(), job_id="1"
+    )
+    services.incident_signature_refresh(incident=earlier)
+    now = make_incident(team, owner, title="Today slow AllReduce", doc=triage_doc(), job_id="2")
+    pm = services.postmortem_draft_create(incident=now, actor=owner)
+    text = services.postmortem_render_markdown(postmortem=pm)
+    section = text.split("## Similar incidents", 1)[1].split("## Review record", 1)[0]
+    assert f"Earlier slow AllReduce ({earlier.code})" in section
+    assert "same host: node-09" in section
+    assert "Host node-09 also appears in 1 other incident" in section
+
+
+def test_a_bare_incident_still_renders_every_section(team, owner):
+    incident = make_incident(team, owner, title="Nothing known yet")
+    pm = services.postmortem_draft_create(incident=incident, actor=owner)
+    text = services.postmortem_render_markdown(postmortem=pm)
+    for heading in SECTIONS:
+        if heading != "### Findings":
+            assert heading in text
+    assert "No analysis had run when this was drafted" in text
+    assert PostMortem.objects.get(pk=pm.pk).cost_usd is not None  # $/GPU-hour known, zero hours
+    assert Incident.objects.filter(pk=incident.pk).exists()
