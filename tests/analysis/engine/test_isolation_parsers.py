@@ -52,7 +52,7 @@ def test_nvidia_smi_q_readings_keep_their_lines():
 
 
 def test_nvidia_smi_csv_is_detected_and_read():
-    ((name, data),) = S.nvidia_smi_csv(host="n7", temps=(41, 93, 50)).items()
+    ((_name, data),) = S.nvidia_smi_csv(host="n7", temps=(41, 93, 50)).items()
     r = _parse("gpu_query.csv", data)
     assert r.kind == "nvidia_smi"
     temps = [e.fields["readings"]["temp_c"] for e in r.events]

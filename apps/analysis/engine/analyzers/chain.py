@@ -206,7 +206,7 @@ class ChainAnalyzer:
             rc["clock_offsets"] = {f: o for f, o in sorted(offsets.items())}
         self._timeline(ctx, ordered, t_of)
 
-    _inherited: set[int] = set()  # noqa: RUF012
+    _inherited: set[int] = set()
 
     def _aligned(self, ctx: Context) -> list[tuple[datetime | None, Event]]:
         """Every event with its worker-clock time; untimed lines inherit the last time before them in their file."""
