@@ -22,7 +22,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.cache import cache
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
@@ -610,7 +610,6 @@ def analysis_audit(*, max_attempts: int = 3) -> AuditReport:
     - ingest artifacts stuck in pending/queued: their parse is enqueued again.
     Every change is compare-and-set, so two auditors at once do each thing once.
     """
-    close_old_connections()
     now = timezone.now()
     queued_limit = timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_QUEUED_SECONDS", 600))
     stale = timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_STALE_SECONDS", 120))

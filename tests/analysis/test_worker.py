@@ -1,0 +1,117 @@
+"""With a real Celery worker: an analysis survives its worker being SIGKILLed mid-run."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+import pytest
+from django.core.cache import cache
+from django.db import transaction
+
+from apps.analysis import services
+from apps.analysis.models import AnalysisRun, RunStatus
+from tests.analysis.conftest import add_job
+from tests.conftest import WorkerProcess, wait_for, worker_env
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _tree(pid: int) -> list[int]:
+    """pid and all its descendants, read from /proc."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def _findings(run: AnalysisRun) -> list[tuple]:
+    return list(run.findings.values_list("order", "phase", "kind", "title", "ranks", "evidence"))
+
+
+def _request(incident) -> AnalysisRun:
+    with transaction.atomic():  # enqueued on commit, as in production
+        run = services.analysis_request(incident=incident, trigger="ingest")
+    assert run is not None
+    return run
+
+
+def test_a_run_whose_worker_was_killed_completes_on_a_new_worker_with_the_same_findings(
+    transactional_db, team, owner, settings
+):
+    from apps.celery import app
+    from apps.incidents.services import incident_create
+
+    cache.clear()
+    app.control.purge()
+    settings.RANKSCOPE_ANALYSIS_STALE_SECONDS = 1
+    killed = incident_create(team=team, title="killed mid-analysis", actor=owner)
+    clean = incident_create(team=team, title="analysed in one go", actor=owner)
+    add_job(killed, ranks=6, oom_rank=4)
+    add_job(clean, ranks=6, oom_rank=4)
+
+    slow = WorkerProcess(queues="analysis", concurrency=1).start(
+        worker_env({services.TEST_SLOW_ENV: "2"})
+    )
+    try:
+        run = _request(killed)
+        wait_for(
+            lambda: AnalysisRun.objects.filter(
+                pk=run.pk, status=RunStatus.RUNNING, progress_current__gte=1
+            ).exists(),
+            timeout=40,
+            message="the first worker never started the analysis",
+        )
+        for pid in _tree(slow.proc.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        slow.proc.wait(timeout=10)
+    finally:
+        slow.stop()
+    assert AnalysisRun.objects.get(pk=run.pk).status == RunStatus.RUNNING  # died mid-way
+
+    fresh = WorkerProcess(queues="analysis", concurrency=1).start()
+    try:
+        # the auditor notices the silent run and hands it to the new worker
+        wait_for(
+            lambda: run.code in services.analysis_audit().requeued,
+            timeout=20,
+            interval=0.5,
+            message="the auditor did not re-queue the orphaned run",
+        )
+        wait_for(
+            lambda: AnalysisRun.objects.get(pk=run.pk).is_finished,
+            timeout=40,
+            message=f"the re-queued run did not finish:\n{fresh.log()[-3000:]}",
+        )
+        reference = _request(clean)
+        wait_for(
+            lambda: AnalysisRun.objects.get(pk=reference.pk).is_finished,
+            timeout=40,
+            message="the uninterrupted run did not finish",
+        )
+    finally:
+        fresh.stop()
+
+    done = AnalysisRun.objects.get(pk=run.pk)
+    reference = AnalysisRun.objects.get(pk=reference.pk)
+    assert done.status == reference.status == RunStatus.SUCCEEDED, done.error
+    assert done.attempts == 2 and reference.attempts == 1
+    assert _findings(done) == _findings(reference)
+    assert done.findings.count() == len(done.document["findings"]) > 0
+    assert done.document["triage"] == reference.document["triage"]
+    assert killed.events.filter(kind="analysis.succeeded").count() == 1
