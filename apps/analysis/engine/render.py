@@ -149,7 +149,12 @@ def _md_isolation(doc: dict[str, Any]) -> list[str]:
     lines: list[str] = []
     iso = doc.get("isolation") or {}
     if iso.get("nccl_tests"):
-        lines += ["## Isolation: nccl-tests", "", "| test | scope | hosts | busbw GB/s | vs best | where |", "|---|---|---|---|---|---|"]
+        lines += [
+            "## Isolation: nccl-tests",
+            "",
+            "| test | scope | hosts | busbw GB/s | vs best | where |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in iso["nccl_tests"][:MAX_LIST]:
             lines.append(
                 f"| {r['test']} | {r['scope']} | {_md_escape(', '.join(r['hosts'][:4]))} | {r['busbw']:g} | "
@@ -158,24 +163,34 @@ def _md_isolation(doc: dict[str, Any]) -> list[str]:
         lines.append("")
     for b in iso.get("bisection") or []:
         bp = b.get("breaking_point")
-        what = f"works at {bp['last_working']:g}, fails at {bp['first_failing']:g}" if bp else b.get("note", "")
+        what = (
+            f"works at {bp['last_working']:g}, fails at {bp['first_failing']:g}"
+            if bp
+            else b.get("note", "")
+        )
         lines.append(f"- bisection on {_md_escape(b['variable'])}: {what}")
     if iso.get("pipeline_bubble"):
         pb = iso["pipeline_bubble"]
-        lines.append(f"- pipeline bubble (p={pb['stages']}, m={pb['micro_batches']}): {pb['fraction']:.1%}")
+        lines.append(
+            f"- pipeline bubble (p={pb['stages']}, m={pb['micro_batches']}): {pb['fraction']:.1%}"
+        )
     st = doc.get("storage") or {}
     if st.get("chain") or st.get("offset_seconds"):
         lines += ["", "## Storage", ""]
         if st.get("offset_seconds"):
             lines.append(f"- storage clock offset applied: {st['offset_seconds']:+.0f} s")
         for i, c in enumerate(st.get("chain") or [], 1):
-            lines.append(f"{i}. {c.get('time') or ''} {_md_escape(c['step'])} ({_md_escape(c['file'])}:{c['line']})")
+            lines.append(
+                f"{i}. {c.get('time') or ''} {_md_escape(c['step'])} ({_md_escape(c['file'])}:{c['line']})"
+            )
         lines.append("")
     hw = doc.get("hardware") or {}
     if hw.get("xid") or hw.get("repeat_offenders"):
         lines += ["## Hardware", ""]
         for x in hw.get("xid", [])[:MAX_LIST]:
-            lines.append(f"- {x['host'] or '?'} GPU {x['pci'] or '?'}: Xid {x['xid']} — {x['meaning']} → **{x['action']}** (x{x['count']})")
+            lines.append(
+                f"- {x['host'] or '?'} GPU {x['pci'] or '?'}: Xid {x['xid']} — {x['meaning']} → **{x['action']}** (x{x['count']})"
+            )
         for r in hw.get("repeat_offenders", [])[:MAX_LIST]:
             lines.append(f"- repeat offender: {r['host']} ({r['past_incidents']} past incidents)")
         lines.append("")
@@ -183,8 +198,10 @@ def _md_isolation(doc: dict[str, Any]) -> list[str]:
     if p.get("hypotheses"):
         lines += ["## Proposals", "", "### Hypotheses", ""]
         for h in p["hypotheses"]:
-            lines.append(f"- **{_md_escape(h['title'])}** ({h['category']}, {h['confidence']:.2f}) — expected if true: "
-                         f"{_md_escape(h['expected_if_true'])}; test: `{_md_escape(h['test'])}`")
+            lines.append(
+                f"- **{_md_escape(h['title'])}** ({h['category']}, {h['confidence']:.2f}) — expected if true: "
+                f"{_md_escape(h['expected_if_true'])}; test: `{_md_escape(h['test'])}`"
+            )
         for w in p.get("five_whys", []):
             lines += ["", f"### {_md_escape(w['title'])}", ""]
             for i, lv in enumerate(w["levels"], 1):
@@ -193,7 +210,10 @@ def _md_isolation(doc: dict[str, Any]) -> list[str]:
                 lines.append(f"{i}. {_md_escape(lv['why'])} → {_md_escape(lv['answer'])}{where}")
         if p.get("fixes"):
             lines += ["", "### Fixes", ""]
-            lines += [f"- ({f['kind']}) {_md_escape(f['title'])}: {_md_escape(f['detail'])}" for f in p["fixes"]]
+            lines += [
+                f"- ({f['kind']}) {_md_escape(f['title'])}: {_md_escape(f['detail'])}"
+                for f in p["fixes"]
+            ]
         if p.get("prevention"):
             lines += ["", "### Prevention", ""]
             lines += [f"- [{x['checklist']}] {_md_escape(x['text'])}" for x in p["prevention"][:12]]
@@ -205,7 +225,9 @@ def _text_isolation(doc: dict[str, Any]) -> list[str]:
     out: list[str] = []
     st = doc.get("storage") or {}
     if st.get("chain"):
-        out += ["", "storage chain:"] + [f"  {i}. {c['step']} ({c['file']}:{c['line']})" for i, c in enumerate(st["chain"], 1)]
+        out += ["", "storage chain:"] + [
+            f"  {i}. {c['step']} ({c['file']}:{c['line']})" for i, c in enumerate(st["chain"], 1)
+        ]
     hyps = (doc.get("proposals") or {}).get("hypotheses") or []
     if hyps:
         out += ["", "hypotheses to test:"] + [f"  - {h['title']}: {h['test']}" for h in hyps[:5]]

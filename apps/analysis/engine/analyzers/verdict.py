@@ -19,6 +19,7 @@ from . import Context, register_analyzer
 from .advice import recommendations, summary
 from .failures import etime
 
+NON_FATAL = {"data_error", "storage_error", "retry_exhausted", "connection_error", "retry"}
 DATA_SYMPTOMS = {"data_error", "retry", "connection_error", "retry_exhausted", "storage_error"}
 FATAL = {
     "torchrun_failure",
@@ -233,6 +234,8 @@ class VerdictAnalyzer:
         ranks = sorted({x.rank for x in same if x.rank is not None})
         hosts = sorted({x.host for x in same if x.host})
         shape = "diverge" if cat == "NUMERICAL" else "crash"
+        if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout"):
+            shape = "hang"  # the rank blocked (no crash of its own); the others hung on it
         v = Verdict(
             shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"]
         )

@@ -26,6 +26,7 @@ from .facts import read_region
 CHUNK = 8 << 20
 HEAD = 96 << 10
 TAIL = 96 << 10
+INDEX_STEP = 1 << 20
 MAX_LINE = 4 << 20  # a "line" longer than this is cut (binary junk, a minified blob)
 # kinds where the last occurrence matters as much as the first
 _KEEP_LAST = {"nccl_progress", "retry", "connection_error", "nan_loss", "run_succeeded"}
@@ -185,6 +186,7 @@ class TextLogParser:
                     block, s, e, ln + 1, result, collector, summary, file_rank, file_host
                 )
                 skip_until = used_end
+            self._index(block, line_no, offset, result)
             line_no = ln + block.count(b"\n", pos)
             if final and block and not block.endswith(b"\n"):
                 line_no += 1
@@ -212,6 +214,18 @@ class TextLogParser:
                 t[nl + 1 :].decode("utf-8", errors="replace"), result, file_rank, where="tail"
             )
         self._finish(result, file_rank, file_host)
+
+    @staticmethod
+    def _index(block: bytes, line_no: int, offset: int, result: ParseResult) -> None:
+        """Sparse (line, byte offset) pairs about every INDEX_STEP bytes, at line starts."""
+        prev, count = 0, line_no
+        for pos in range(INDEX_STEP, len(block), INDEX_STEP):
+            nl = block.find(b"\n", pos)
+            if nl < 0 or nl + 1 >= len(block):
+                break
+            count += block.count(b"\n", prev, nl + 1)
+            prev = nl + 1
+            result.line_index.append((count + 1, offset + nl + 1))
 
     def _line(
         self,
