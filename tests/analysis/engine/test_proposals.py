@@ -74,3 +74,13 @@ def test_storage_case_proposes_storage_hypothesis_with_evidence():
 def test_nothing_wrong_proposes_nothing():
     doc = engine.analyze([])
     assert not doc.get("proposals")
+
+
+def test_healthy_run_with_retry_noise_proposes_nothing():
+    files = S.worker_cascade(rank=1)
+    healthy = {
+        "train.log": b"[rank0]:2025-05-14 20:00:00 INFO step 1\n"
+        b"[rank0]:2025-05-14 20:05:00 WARNING Retrying 1/5 GET obj: Connection reset by peer\n"
+        b"[rank0]:2025-05-14 21:00:00 INFO Training completed\n"
+    }
+    assert files and not analyze(healthy).get("proposals")

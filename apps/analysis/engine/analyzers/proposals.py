@@ -212,8 +212,8 @@ class ProposalsAnalyzer:
         doc = ctx.doc
         rc = doc.get("root_cause", {})
         cat = rc.get("category") or "UNKNOWN"
-        if doc.get("triage", {}).get("shape", "none") == "none" and not ctx.findings:
-            return
+        if doc.get("triage", {}).get("shape", "none") == "none":
+            return  # nothing failed (retry noise, a healthy run): nothing to resolve
         hyps = self._hypotheses(ctx, cat)
         whys = self._five_whys(ctx, cat)
         fixes = [
