@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import tempfile
+from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
@@ -12,6 +14,7 @@ from django.utils import timezone
 from apps.accounts.models import Membership, Team
 from apps.incidents.models import Incident
 from apps.incidents.services import incident_create
+from apps.ingest.services import artifact_upload
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "rankscope-demo"  # noqa: S105 -- the demo account is public by design
@@ -22,8 +25,19 @@ DEMO_TITLE = "Demo: 128-GPU pretraining run hung at step 4,200"
 class Command(BaseCommand):
     help = "Create (once) the demo user, team and incident, and say how to sign in."
 
-    @transaction.atomic
     def handle(self, *args, **options) -> None:
+        user, incident = self._seed()
+        # Outside the transaction: uploading moves bytes into storage.
+        self._demo_logs(incident, user)
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"Demo ready: sign in as '{DEMO_USER}' with password '{DEMO_PASSWORD}'"
+                f" and open incident {incident.code}."
+            )
+        )
+
+    @transaction.atomic
+    def _seed(self):
         User = get_user_model()
         user, created = User.objects.get_or_create(username=DEMO_USER)
         if created or not user.has_usable_password():
@@ -47,9 +61,24 @@ class Command(BaseCommand):
                 problem_started_at=now - dt.timedelta(hours=1),
                 detected_at=now - dt.timedelta(minutes=20),
             )
-        self.stdout.write(
-            self.style.SUCCESS(
-                f"Demo ready: sign in as '{DEMO_USER}' with password '{DEMO_PASSWORD}'"
-                f" and open incident {incident.code}."
-            )
-        )
+        return user, incident
+
+    def _demo_logs(self, incident: Incident, user) -> None:
+        """Once: a generated 128-rank data-loader stall, ingested through the upload service."""
+        if incident.artifacts.exists():
+            return
+        try:
+            from apps.analysis.engine.testing.generate import generate
+        except ImportError:
+            self.stdout.write("The log generator is not available; the demo incident has no logs.")
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            generate("data_stall", tmp, ranks=128)
+            for path in sorted(Path(tmp).iterdir()):
+                if path.name == "manifest.json" or not path.is_file():
+                    continue
+                with path.open("rb") as f:
+                    artifact_upload(
+                        incident=incident, fileobj=f, name=path.name, actor=user, source="cli"
+                    )
+        self.stdout.write(f"Demo logs of a 128-rank job uploaded to {incident.code}.")
