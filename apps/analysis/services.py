@@ -124,8 +124,8 @@ def analysis_request(
     enqueued on commit, with the run's fence token as its task id.
 
     ``settle_seconds``: debounce. Run only once no new artifact has arrived for that
-    long (a countdown task re-checks). While such a window is open, plain requests
-    (the parse fan-in) defer to it, so a burst of uploads is analysed once.
+    long (a countdown task re-checks). While such a window is open, the parse fan-in
+    (``trigger="ingest"``) defers to it, so a burst of uploads is analysed once.
     ``trigger="manual"`` always makes a new run (a person asked), unless one is
     already queued or running.
     """
@@ -133,10 +133,11 @@ def analysis_request(
         _settle_schedule(incident=incident, trigger=trigger, settle_seconds=settle_seconds)
         return None
     manual = trigger == Trigger.MANUAL
-    if not manual and cache.get(_settle_key(incident.pk)):
-        return None
+    if trigger == Trigger.INGEST and cache.get(_settle_key(incident.pk)):
+        return None  # the open debounce window's check will ask
 
-    artifacts = list(_incident_artifacts(incident).order_by("pk"))
+    # Files refused at upload have no bytes and are shown by the upload panel.
+    artifacts = list(_incident_artifacts(incident).exclude(parse_status="rejected").order_by("pk"))
     if not artifacts or any(a.parse_status in PARSE_ACTIVE for a in artifacts):
         return None
     fingerprint = analysis_fingerprint(artifacts=artifacts)
