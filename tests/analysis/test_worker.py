@@ -12,7 +12,7 @@ from django.core.cache import cache
 from django.db import transaction
 
 from apps.analysis import services
-from apps.analysis.models import AnalysisRun, RunStatus
+from apps.analysis.models import FINISHED, AnalysisRun, RunStatus
 from tests.analysis.conftest import add_job
 from tests.conftest import WorkerProcess, wait_for, worker_env
 
@@ -115,3 +115,37 @@ def test_a_run_whose_worker_was_killed_completes_on_a_new_worker_with_the_same_f
     assert done.findings.count() == len(done.document["findings"]) > 0
     assert done.document["triage"] == reference.document["triage"]
     assert killed.events.filter(kind="analysis.succeeded").count() == 1
+
+
+def test_uploads_are_parsed_then_analysed_once_by_real_workers(
+    celery_worker_process, team, owner, tmp_path
+):
+    """upload → parse tasks → fan-in → one analysis run, all on a real worker."""
+    from apps.analysis.engine.testing.generate import generate
+    from apps.incidents.services import incident_create
+    from apps.ingest.services import artifact_upload
+
+    cache.clear()
+    incident = incident_create(team=team, title="hung at step 4200", actor=owner)
+    expected = generate("data_stall", tmp_path, ranks=32)["expected"]
+    files = sorted(p for p in tmp_path.iterdir() if p.name != "manifest.json")
+    for path in files:
+        with path.open("rb") as fp:
+            artifact_upload(incident=incident, fileobj=fp, name=path.name, actor=owner)
+
+    run = wait_for(
+        lambda: AnalysisRun.objects.filter(incident=incident, status__in=FINISHED).first(),
+        timeout=60,
+        message=f"no finished analysis:\n{celery_worker_process.log()[-3000:]}",
+    )
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    assert AnalysisRun.objects.filter(incident=incident).count() == 1
+    assert len(run.inputs) == len(files)
+    triage = run.document["triage"]
+    assert (triage["shape"], triage["category"]) == (expected["shape"], expected["category"])
+    assert run.document["localization"]["culprit_ranks"] == expected["culprit_ranks"]
+    assert run.findings.count() == len(run.document["findings"]) > 0
+    incident.refresh_from_db()
+    assert incident.severity == triage["severity"].lower()
+    conclusion = incident.events.get(kind="analysis.succeeded").message
+    assert conclusion.startswith(f"Analysis: hang · DATA · rank {expected['culprit_ranks'][0]} on")
