@@ -218,3 +218,21 @@ class FindingSerializer(serializers.Serializer):
     hosts = serializers.ListField(child=serializers.CharField())
     evidence = EvidenceRefSerializer(many=True)
     order = serializers.IntegerField()
+
+
+def _paginated(name: str, item: type[serializers.Serializer]) -> type[serializers.Serializer]:
+    """The envelope LimitOffsetPagination puts around a list (``?limit=&offset=``)."""
+    return type(
+        name,
+        (serializers.Serializer,),
+        {
+            "count": serializers.IntegerField(),
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": item(many=True),
+        },
+    )
+
+
+PaginatedIncidentListSerializer = _paginated("PaginatedIncidentList", IncidentSerializer)
+PaginatedArtifactListSerializer = _paginated("PaginatedArtifactList", ArtifactSerializer)

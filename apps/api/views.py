@@ -37,6 +37,11 @@ IDEMPOTENCY_KEY = OpenApiParameter(
     description="Retrying with the same key returns the first answer instead of acting twice.",
 )
 
+PAGINATION = [
+    OpenApiParameter("limit", int, OpenApiParameter.QUERY, required=False),
+    OpenApiParameter("offset", int, OpenApiParameter.QUERY, required=False),
+]
+
 
 def errors(*codes: int) -> dict[int, Any]:
     """Error responses every authenticated endpoint may give, plus `codes`."""
@@ -88,8 +93,8 @@ class IncidentListView(APIView):
 
     @extend_schema(
         operation_id="incidents_list",
-        parameters=[serializers.IncidentFilterSerializer],
-        responses={200: serializers.IncidentSerializer(many=True), **errors(400)},
+        parameters=[serializers.IncidentFilterSerializer, *PAGINATION],
+        responses={200: serializers.PaginatedIncidentListSerializer, **errors(400)},
     )
     def get(self, request: Request) -> Response:
         filters = serializers.IncidentFilterSerializer(data=request.query_params)
@@ -207,7 +212,8 @@ class ArtifactListView(APIView):
 
     @extend_schema(
         operation_id="artifacts_list",
-        responses={200: serializers.ArtifactSerializer(many=True), **errors()},
+        parameters=PAGINATION,
+        responses={200: serializers.PaginatedArtifactListSerializer, **errors()},
     )
     def get(self, request: Request, code: str) -> Response:
         incident = selectors.incident_get_for_principal(user=request.user, code=code)
