@@ -54,6 +54,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO
 
 CHUNK = 1 << 20
+PASS_CHUNK = 64 << 10
 HEAD = 512
 
 
@@ -336,7 +337,9 @@ class _Passthrough(io.RawIOBase):
         return True
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
-        data = self.inner.read(len(b))
+        # Small steps: a peek must not decode far ahead, or a truncated end would be
+        # reported before the members in front of it were read.
+        data = self.inner.read(min(len(b), PASS_CHUNK))
         b[: len(data)] = data
         return len(data)
 
