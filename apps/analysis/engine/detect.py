@@ -54,13 +54,16 @@ def host_from_name(name: str) -> str | None:
     return None
 
 
+_CONTROL = bytes([*range(9), *range(14, 32)])
+
+
 def _is_text(head: bytes) -> bool:
     if not head:
         return True
     if b"\x00" in head[:8192]:
         return False
     sample = head[:8192]
-    bad = sum(1 for b in sample if b < 9 or 13 < b < 32)
+    bad = len(sample) - len(sample.translate(None, _CONTROL))
     return bad < len(sample) * 0.02
 
 

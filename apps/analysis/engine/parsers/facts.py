@@ -14,38 +14,37 @@ from typing import Any
 from ..envelope import find_time, peel
 from ..model import ParseResult, RankInfo
 
-_FRAMEWORKS = [
-    ("nemo", re.compile(r"\bNeMo\b|nemo[._/]|nemo_logging")),
-    ("megatron", re.compile(r"[Mm]egatron|\biteration\s+\d+/\s*\d+ \|")),
-    ("deepspeed", re.compile(r"DeepSpeed|deepspeed")),
-    ("lightning", re.compile(r"[Ll]ightning|Trainer\.fit")),
-    ("pytorch", re.compile(r"torch\.distributed|torchrun|ProcessGroupNCCL")),
+_FRAMEWORK_HINTS = [
+    ("nemo", ("NeMo", "nemo_logging", "nemo.collections", "/nemo/")),
+    ("megatron", ("megatron", "Megatron", "elapsed time per iteration")),
+    ("deepspeed", ("DeepSpeed", "deepspeed")),
+    ("lightning", ("lightning", "Lightning", "Trainer.fit")),
+    ("pytorch", ("torch.distributed", "torchrun", "ProcessGroupNCCL")),
 ]
 _WORLD = [
     ("WORLD_SIZE", re.compile(r"WORLD_SIZE[=: ]+(\d+)")),
-    ("world size", re.compile(r"[Ww]orld[ _][Ss]ize[\"']?[=:]? *(\d+)")),
+    ("world size", re.compile(r"orld[ _][Ss]ize[\"']?[=:]? *(\d+)")),
     ("NCCL nranks", re.compile(r"\bn[Rr]anks (\d+)")),
     ("Lightning MEMBER", re.compile(r"MEMBER: \d+/(\d+)")),
 ]
-_NNODES = re.compile(r"\bnnodes[=: ]+(\d+)(?::\d+)?|\bnNodes (\d+)")
-_NCCL_INIT = re.compile(
-    r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] NCCL INFO .*?\brank (?P<r>\d+) n[Rr]anks (?P<n>\d+)"
-)
+_NNODES = re.compile(r"n(?:nodes[=: ]+|Nodes )(\d+)")
+_NCCL_INIT = re.compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (?P<r>\d+) n[Rr]anks (?P<n>\d+)")
+_NCCL_INIT_HOST = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] $")
 _NCCL_HOST = re.compile(r"(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
 _RESUME = re.compile(
-    r"[Rr]esum(?:ing|ed) (?:training )?from (?:the )?checkpoint|[Ll]oading checkpoint from|"
+    r"esum(?:ing|ed) (?:training )?from (?:the )?checkpoint|oading checkpoint from|"
     r"successfully loaded checkpoint|Restoring states from the checkpoint|Restored all states from the checkpoint|"
     r"loaded checkpoint from .* at iteration [1-9]"
 )
 _STEP = re.compile(
     r"\biteration\s+(?P<a>\d+)\s*/\s*\d+|\b(?:global_step|global step|step)[=: ]+(?P<b>\d+)\b"
 )
-_YEAR = re.compile(r"\b(20\d\d)-\d\d-\d\d[ T_]\d\d:\d\d")
+_YEAR = re.compile(r"(20\d\d)-\d\d-\d\d[ T_]\d\d:\d\d")
 
 
 def detect_framework(text: str) -> str | None:
-    for name, rx in _FRAMEWORKS:
-        if rx.search(text):
+    for name, literals in _FRAMEWORK_HINTS:
+        if any(lit in text for lit in literals):
             return name
     return None
 
@@ -62,7 +61,7 @@ def read_region(text: str, result: ParseResult, file_rank: int | None, *, where:
             vals = [int(v) for v in rx.findall(text)]
             if vals:
                 ws.append([max(vals), how])
-        nn = [int(a or b) for a, b in _NNODES.findall(text)]
+        nn = [int(a) for a in _NNODES.findall(text)]
         if nn:
             facts["nnodes"] = max(nn)
         m = _RESUME.search(text)
@@ -72,7 +71,11 @@ def read_region(text: str, result: ParseResult, file_rank: int | None, *, where:
     if m and "year" not in facts:
         facts["year"] = int(m.group(1))
     for m in _NCCL_INIT.finditer(text):
-        host = m.group("host")
+        ls = text.rfind("\n", 0, m.start()) + 1
+        mh = _NCCL_INIT_HOST.search(text, max(ls, m.start() - 120), m.start())
+        if not mh:
+            continue
+        host = mh.group("host")
         if host not in result.hosts:
             result.hosts.append(host)
         inits: dict[str, list[int]] = facts.setdefault("nccl_init", {})
@@ -83,8 +86,77 @@ def read_region(text: str, result: ParseResult, file_rank: int | None, *, where:
     _per_line(text, result, file_rank, where)
 
 
+_RANK_LINE = re.compile(
+    r"\[rank(?P<r>\d+)\]:\s?(?:\[?(?P<l>[IWEF])(?P<md>\d{4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?))?"
+)
+_RANK_NCCL_HOST = re.compile(
+    r"\[rank(?P<r>\d+)\]:\s?(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "
+)
+
+
 def _per_line(text: str, result: ParseResult, file_rank: int | None, where: str) -> None:
-    info = result.rank_info
+    """First/last time, last step and host per rank. One C-level regex pass when lines carry
+    ``[rankN]:``; otherwise (per-rank files, ``srun -l``) the slower full envelope peel."""
+    if "[rank" in text:
+        _fast(text, result, where)
+    else:
+        _slow(text, result, file_rank, where)
+
+
+def _rank_info(result: ParseResult, rank: int) -> RankInfo:
+    ri = result.rank_info.get(rank)
+    if ri is None:
+        ri = result.rank_info[rank] = RankInfo()
+    return ri
+
+
+def _step(result: ParseResult, ri: RankInfo, line: str) -> None:
+    ms = _STEP.search(line)
+    if ms:
+        step = int(ms.group("a") or ms.group("b"))
+        if ri.last_step is None or step >= ri.last_step:
+            ri.last_step = step
+        first = result.facts.get("first_step")
+        if first is None or step < first:
+            result.facts["first_step"] = step
+
+
+def _fast(text: str, result: ParseResult, where: str) -> None:
+    step_line: dict[int, int] = {}  # rank → start of its last line mentioning a step
+    first_step_at = -1
+    for m in _RANK_LINE.finditer(text):
+        rank = int(m.group("r"))
+        ri = _rank_info(result, rank)
+        ri.lines_seen += 1
+        if m.group("md"):
+            t = f"0000-{m.group('md')[:2]}-{m.group('md')[2:]}T{m.group('t')[:15]}"
+            if where == "head" and ri.first_time is None:
+                ri.first_time = t
+            ri.last_time = t
+        end = text.find("\n", m.end())
+        end = end if end >= 0 else len(text)
+        if text.find("step", m.end(), end) >= 0 or text.find("iteration", m.end(), end) >= 0:
+            step_line[rank] = m.end()
+            if first_step_at < 0:
+                first_step_at = m.end()
+    # the step regex only on the lines that matter: each rank's last, the region's first
+    for rank, pos in step_line.items():
+        end = text.find("\n", pos)
+        _step(result, result.rank_info[rank], text[pos : end if end >= 0 else len(text)])
+    if first_step_at >= 0 and where == "head":
+        end = text.find("\n", first_step_at)
+        ms = _STEP.search(text[first_step_at : end if end >= 0 else len(text)])
+        if ms:
+            step = int(ms.group("a") or ms.group("b"))
+            first = result.facts.get("first_step")
+            result.facts["first_step"] = step if first is None else min(first, step)
+    for m in _RANK_NCCL_HOST.finditer(text):
+        rank = int(m.group("r"))
+        if rank not in result.rank_hosts:
+            result.rank_hosts[rank] = m.group("host")
+
+
+def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> None:
     for raw in text.splitlines():
         if not raw:
             continue
@@ -94,9 +166,7 @@ def _per_line(text: str, result: ParseResult, file_rank: int | None, where: str)
             rank = env.task
         if rank is None:
             continue
-        ri = info.get(rank)
-        if ri is None:
-            ri = info[rank] = RankInfo()
+        ri = _rank_info(result, rank)
         ri.lines_seen += 1
         t = env.time or (find_time(env.message) if where == "tail" else None)
         if t:
@@ -111,11 +181,4 @@ def _per_line(text: str, result: ParseResult, file_rank: int | None, where: str)
         if h and rank not in result.rank_hosts:
             result.rank_hosts[rank] = h
         if "step" in env.message or "iteration" in env.message:
-            ms = _STEP.search(env.message)
-            if ms:
-                step = int(ms.group("a") or ms.group("b"))
-                if ri.last_step is None or step >= ri.last_step:
-                    ri.last_step = step
-                first = result.facts.get("first_step")
-                if first is None or step < first:
-                    result.facts["first_step"] = step
+            _step(result, ri, env.message)

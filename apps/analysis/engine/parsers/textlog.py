@@ -24,8 +24,8 @@ from .classify import NCCL_HOST, classify
 from .facts import read_region
 
 CHUNK = 8 << 20
-HEAD = 96 << 10
-TAIL = 96 << 10
+HEAD = 32 << 10
+TAIL = 32 << 10
 INDEX_STEP = 1 << 20
 MAX_LINE = 4 << 20  # a "line" longer than this is cut (binary junk, a minified blob)
 # kinds where the last occurrence matters as much as the first
