@@ -154,9 +154,9 @@ def main() -> int:
     for name, sec, note in rows:
         print(f"| {name} | {sec:.2f} | {mb / sec:.0f} | {note} |")
     print()
-    print(f"- scan vs ripgrep, 1 thread: **{rg1 / en1:.2f}×** ripgrep's throughput (target ≥ 2×)")
-    print(f"- scan vs ripgrep, {cpus} threads: **{rgd / end:.2f}×**")
-    print(f"- end-to-end triage / ripgrep default: **{e2e / rgd:.2f}×** the time (target ≤ 1.5×)")
+    print(f"- scan vs ripgrep, 1 thread: **{rg1 / en1:.2f}x** ripgrep's throughput (target >= 2x)")
+    print(f"- scan vs ripgrep, {cpus} threads: **{rgd / end:.2f}x**")
+    print(f"- end-to-end triage / ripgrep default: **{e2e / rgd:.2f}x** the time (target <= 1.5x)")
     print(f"- peak RSS of triage: **{rss:.0f} MB** (target ≤ 300 MB)")
     return 0
 
