@@ -49,6 +49,9 @@ def _cost_context(pm: PostMortem, form: CostForm | None = None) -> dict[str, Any
         "cost": cost,
         "cost_error": cost_error,
         "cost_form": form,
+        "comments_by_section": {
+            "cost": list(pm.comments.filter(section="cost").select_related("author"))
+        },
         "formula_lines": FORMULA_LINES,
         "input_rows": [
             (label, unit, (pm.cost_inputs or {}).get(name)) for name, label, unit in INPUT_LABELS

@@ -23,6 +23,7 @@ def triage_doc(
     kinds: tuple[str, ...] = ("allreduce_slow", "link_crc_errors"),
     op: str = "ALLREDUCE",
     summary: str = "AllReduce is slow on nodes behind switch-04",
+    root: str = "Degrading optical transceiver on switch-04 port 17",
 ) -> dict[str, Any]:
     return {
         "schema": "rankscope.triage/v1",
@@ -66,7 +67,7 @@ def triage_doc(
         },
         "root_cause": {
             "category": category,
-            "summary": "Degrading optical transceiver on switch-04 port 17",
+            "summary": root,
             "chain": [
                 {
                     "time": "2026-03-09T02:40:00Z",

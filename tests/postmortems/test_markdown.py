@@ -1,3 +1,4 @@
+# ruff: noqa: RUF001, RUF003 — × and − are the symbols people read in a formula
 import re
 
 import pytest

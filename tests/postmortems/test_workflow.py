@@ -1,3 +1,4 @@
+# ruff: noqa: RUF003 — × and − are the symbols people read in a formula
 import pytest
 
 from apps.incidents.models import IncidentEvent
