@@ -191,3 +191,14 @@ def test_the_schema_and_the_docs_page_describe_every_endpoint(reader, owner_clie
 def test_it_answers_404_before_there_is_an_analysis_or_post_mortem(reader, incident, suffix):
     response = reader.get(_detail(incident) + suffix)
     assert response.status_code == 404
+
+
+def test_the_post_mortem_is_served_as_markdown_once_drafted(reader, intruder, owner, incident):
+    from apps.postmortems.services import postmortem_draft_create
+
+    postmortem_draft_create(incident=incident, actor=owner)
+    response = reader.get(_detail(incident) + "postmortem.md")
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/markdown")
+    assert incident.title in response.content.decode()
+    assert intruder.get(_detail(incident) + "postmortem.md").status_code == 404
