@@ -21,17 +21,18 @@ class ReScanner:
     def __init__(self, patterns: Sequence[str] = PATTERNS) -> None:
         self._rx = re.compile("|".join(f"(?:{p})" for p in patterns).encode())
 
-    def line_spans(self, buf: bytes) -> list[tuple[int, int]]:
+    def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
+        buf = data.obj if isinstance(data, memoryview) else data  # find/rfind need the owner
+        n = len(data)
         spans: list[tuple[int, int]] = []
         pos = 0
-        n = len(buf)
         search = self._rx.search
         while pos < n:
-            m = search(buf, pos)
+            m = search(buf, pos, n)
             if not m:
                 break
             start = buf.rfind(b"\n", 0, m.start()) + 1
-            end = buf.find(b"\n", m.end())
+            end = buf.find(b"\n", m.end(), n)
             if end < 0:
                 end = n
             spans.append((start, end))
@@ -53,25 +54,26 @@ class HyperscanScanner:
             flags=0,
         )
 
-    def line_spans(self, buf: bytes) -> list[tuple[int, int]]:
+    def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
+        buf = data.obj if isinstance(data, memoryview) else data  # find/rfind need the owner
         ends: list[int] = []
         append = ends.append
 
         def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             append(end)
 
-        self._db.scan(buf, match_event_handler=on_match)
+        self._db.scan(data, match_event_handler=on_match)
         if not ends:
             return []
         ends.sort()
         spans: list[tuple[int, int]] = []
-        n = len(buf)
+        n = len(data)
         last_end = -1
         for e in ends:
             if e <= last_end:
                 continue  # another match on a line we already have
             start = buf.rfind(b"\n", 0, e) + 1
-            end = buf.find(b"\n", e)
+            end = buf.find(b"\n", e, n)
             if end < 0:
                 end = n
             spans.append((start, end))

@@ -81,11 +81,19 @@ class _Prepended(io.RawIOBase):
                 out, self._head = self._head[:size], self._head[size:]
                 return out
             out, self._head = self._head, b""
-            return out + (self._stream.read(size - len(out)) or b"")
+            return out  # a short read: no copy of the next chunk onto the head
         return self._stream.read(size if size is not None else -1) or b""
 
-    def readinto(self, b: bytearray) -> int:  # type: ignore[override]
-        data = self.read(len(b))
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        if self._head:
+            n = min(len(b), len(self._head))
+            b[:n] = self._head[:n]
+            self._head = self._head[n:]
+            return n  # a short read; callers loop
+        inner = getattr(self._stream, "readinto", None)
+        if inner is not None:
+            return inner(b) or 0
+        data = self._stream.read(len(b)) or b""
         b[: len(data)] = data
         return len(data)
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, BinaryIO
 
+import numpy as np
+
 from ..detect import host_from_name, rank_from_name
 from ..envelope import find_time, iso_from_text, peel
 from ..model import MAX_EVENT_TEXT, MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
@@ -149,54 +151,64 @@ class TextLogParser:
         summary = _Summary(collector, name)
         line_no = 0  # lines fully before the current block
         offset = 0
-        carry = b""
         head = bytearray()
         tail = b""
-        while True:
-            data = stream.read(CHUNK)
-            final = not data
-            buf = carry + data if data else carry
-            if not buf:
+        # One buffer for the whole file: the carried partial line is moved to its front and the
+        # next chunk is read in after it, so no chunk is ever copied (readinto, memoryview scan).
+        buf = bytearray(CHUNK + MAX_LINE)
+        view = memoryview(buf)
+        readinto = getattr(stream, "readinto", None)
+        have = 0  # bytes of buf holding data (carry + new)
+        final = False
+        while not final:
+            room = min(CHUNK, len(buf) - have)
+            if readinto is not None:
+                n = readinto(view[have : have + room]) or 0
+            else:
+                data = stream.read(room) or b""
+                n = len(data)
+                buf[have : have + n] = data
+            have += n
+            final = n == 0
+            if have == 0:
                 break
             if final:
-                block, carry = buf, b""
+                cut = have
             else:
-                cut = buf.rfind(b"\n") + 1
+                cut = buf.rfind(b"\n", 0, have) + 1
                 if cut == 0:
-                    if len(buf) < MAX_LINE:
-                        carry = buf
-                        continue
-                    cut = len(buf)
+                    if have < len(buf) - 1:
+                        continue  # a long line: read more behind it
+                    cut = have
                     result.warn(
                         f"a line longer than {MAX_LINE >> 20} MiB was cut near byte {offset}"
                     )
-                block, carry = buf[:cut], buf[cut:]
             if len(head) < HEAD:
-                head += block[: HEAD - len(head)]
-            spans = scanner.line_spans(block)
-            pos = 0
-            ln = line_no
-            skip_until = -1
-            for s, e in spans:
-                ln += block.count(b"\n", pos, s)
-                pos = s
-                if s <= skip_until:
-                    continue
-                used_end = self._line(
-                    block, s, e, ln + 1, result, collector, summary, file_rank, file_host
-                )
-                skip_until = used_end
-            self._index(block, line_no, offset, result)
-            line_no = ln + block.count(b"\n", pos)
-            if final and block and not block.endswith(b"\n"):
+                head += view[: min(cut, HEAD - len(head))]
+            line_no = self._block(
+                buf,
+                view,
+                cut,
+                line_no,
+                offset,
+                result,
+                collector,
+                summary,
+                file_rank,
+                file_host,
+                scanner,
+            )
+            if final and not buf.endswith(b"\n", 0, cut):
                 line_no += 1
-            offset += len(block)
+            offset += cut
             result.line_index.append((line_no + 1, offset))
-            tail = (tail + block)[-TAIL:] if len(block) < TAIL else block[-TAIL:]
+            tail = (tail + bytes(view[max(0, cut - TAIL) : cut]))[-TAIL:]
+            rest = have - cut
+            buf[:rest] = view[cut:have]
+            have = rest
             if progress:
                 progress(offset, 0, f"{name}: {offset >> 20} MiB")
-            if final:
-                break
+        view.release()
         summary.flush()
         collector.finish()
         result.lines = line_no
@@ -215,21 +227,56 @@ class TextLogParser:
             )
         self._finish(result, file_rank, file_host)
 
-    @staticmethod
-    def _index(block: bytes, line_no: int, offset: int, result: ParseResult) -> None:
-        """Sparse (line, byte offset) pairs about every INDEX_STEP bytes, at line starts."""
-        prev, count = 0, line_no
-        for pos in range(INDEX_STEP, len(block), INDEX_STEP):
-            nl = block.find(b"\n", pos)
-            if nl < 0 or nl + 1 >= len(block):
+    def _block(
+        self,
+        buf: bytearray,
+        view: memoryview,
+        cut: int,
+        line_no: int,
+        offset: int,
+        result: ParseResult,
+        collector: _Collector,
+        summary: _Summary,
+        file_rank: int | None,
+        file_host: str | None,
+        scanner: object,
+    ) -> int:
+        """Scan ``buf[:cut]`` (whole lines); return the line count after it."""
+        spans = scanner.line_spans(view[:cut])  # type: ignore[attr-defined]
+        # every newline position at once (SIMD compare in numpy, ~3x bytes.count); line numbers
+        # of candidates and of the sparse index marks are then binary searches
+        nls = np.flatnonzero(np.frombuffer(view[:cut], dtype=np.uint8) == 10)
+        for target in range(INDEX_STEP, cut, INDEX_STEP):
+            i = int(np.searchsorted(nls, target))
+            if i >= len(nls) - 1:
                 break
-            count += block.count(b"\n", prev, nl + 1)
-            prev = nl + 1
-            result.line_index.append((count + 1, offset + nl + 1))
+            result.line_index.append((line_no + i + 2, offset + int(nls[i]) + 1))
+        if spans:
+            before = np.searchsorted(
+                nls, np.fromiter((sp[0] for sp in spans), dtype=np.int64, count=len(spans))
+            )
+            skip_until = -1
+            for (st, en), k in zip(spans, before.tolist(), strict=True):
+                if st <= skip_until:
+                    continue
+                skip_until = self._line(
+                    buf,
+                    cut,
+                    st,
+                    en,
+                    line_no + k + 1,
+                    result,
+                    collector,
+                    summary,
+                    file_rank,
+                    file_host,
+                )
+        return line_no + len(nls)
 
     def _line(
         self,
-        block: bytes,
+        block: bytearray,
+        limit: int,
         s: int,
         e: int,
         line: int,
@@ -249,8 +296,8 @@ class TextLogParser:
             msg = env.message
             nxt_start = e + 1
             for extra in range(1, 3):
-                nxt_end = block.find(b"\n", nxt_start)
-                if nxt_end < 0 or nxt_start >= len(block):
+                nxt_end = block.find(b"\n", nxt_start, limit)
+                if nxt_end < 0 or nxt_start >= limit:
                     break
                 nraw = block[nxt_start:nxt_end].decode("utf-8", errors="replace").rstrip("\r")
                 nmsg = peel(nraw).message
