@@ -160,6 +160,21 @@ class NcclAnalyzer:
             else:
                 r["role"] = "waiting"
             r["seq"] = r["seq"] if r["seq"] is not None else tgt
+        # a straggler never logged the op it failed to join: take it from the ranks waiting in it
+        ops = Counter(
+            (r["pg"], r["seq"], r["op"])
+            for r in rows.values()
+            if r["op"] and r["role"] == "initiator"
+        )
+        for r in rows.values():
+            if r["role"] == "straggler" and not r["op"]:
+                same = [
+                    (n, op)
+                    for (pg, seq, op), n in ops.items()
+                    if seq == r["seq"] and pg in (r["pg"], "?", "0")
+                ]
+                if same:
+                    r["op"] = max(same)[1]
         stragglers = sorted({r["rank"] for r in rows.values() if r["role"] == "straggler"})
         ahead = sorted({r["rank"] for r in rows.values() if r["role"] == "ahead"})
         for rank in notified:
