@@ -117,6 +117,8 @@ def peel(line: str) -> Envelope:
                 progressed = True
         if progressed:
             continue
+        if env.rank is not None or env.level is not None:
+            break  # wrappers come before [rankN]: and the glog envelope, never after
         for name, rx in _WRAPPERS:
             m = rx.match(s)
             if not m:
