@@ -81,6 +81,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "apps.lib.middleware.DatabaseUnavailableMiddleware",
 ]
 
 ROOT_URLCONF = "apps.urls"
@@ -247,6 +248,20 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 3000, minimum=1)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3600, minimum=1)
+# The auditor re-sends a parse whose row stayed "parsing" this long (its worker died),
+# and one whose row stayed "queued" this long (its message was lost with Redis).
+RANKSCOPE_PARSE_STALE_SECONDS = env_int(
+    "RANKSCOPE_PARSE_STALE_SECONDS", CELERY_TASK_TIME_LIMIT + 60, minimum=1
+)
+RANKSCOPE_PARSE_QUEUED_SECONDS = env_int("RANKSCOPE_PARSE_QUEUED_SECONDS", 600, minimum=1)
+_visibility = CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout")
+if _visibility is not None and _visibility <= CELERY_TASK_TIME_LIMIT:
+    # Otherwise Redis hands a slow task to a second worker while the first still runs it.
+    raise SettingError(
+        "CELERY_VISIBILITY_TIMEOUT",
+        str(_visibility),
+        f"more seconds than CELERY_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT})",
+    )
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ROUTES = {
     "apps.ingest.tasks.*": {"queue": "ingest"},

@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -25,7 +26,7 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import IntegrityError, transaction
+from django.db import DatabaseError, IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -43,6 +44,12 @@ HEAD_BYTES = 65536
 CHUNK = 1 << 20
 MAX_NAME = 900
 _NCCL_EVENT_HINTS = ("nccl", "watchdog", "collective", "comm_", "async_exception", "blocking_wait")
+# Test-only: seconds to sleep after a parse's outputs are stored and before its rows are
+# written, so a test can kill a worker (or its database connection) mid-parse.
+TEST_SLOW_ENV = "RANKSCOPE_TEST_PARSE_SLEEP"
+# The auditor gives up on an artifact whose parse was started this many times without
+# finishing (its worker was killed, or the hard time limit stopped it, each time).
+MAX_PARSE_ATTEMPTS = 3
 
 
 class StorageUnavailable(Exception):
@@ -347,6 +354,9 @@ def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> Up
             if existing is None:
                 _delete_quietly(key)
                 raise
+        except DatabaseError:  # no row was written: keep no bytes nobody points at
+            _delete_quietly(key)
+            raise
         else:
             message = f"stored ({human_size(size)}, {kind.replace('_', ' ')})"
             if notes:
@@ -379,25 +389,57 @@ def _timeline(ctx: _Ctx, outcomes: list[UploadOutcome]) -> None:
 
 
 def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int = 1000) -> int:
-    """Send the parse task of artifacts whose enqueue never reached the broker.
+    """Send the parse task of artifacts whose task never reached a worker.
 
-    Picks rows still ``pending`` (``enqueued_at`` null) created more than
-    ``older_than`` ago (default 60 s, so uploads in flight are left alone), and rows
-    stuck in ``parsing`` past the task's hard time limit (their worker died). Safe
-    to run from several auditors at once: the parse task is itself idempotent.
+    Picks rows still ``pending`` (``enqueued_at`` null: the broker was down at upload)
+    created more than ``older_than`` ago (default 60 s, so uploads in flight are left
+    alone); rows ``queued`` for more than ``RANKSCOPE_PARSE_QUEUED_SECONDS`` (their
+    message was lost, e.g. Redis restarted without persistence; a duplicate is a no-op);
+    and rows stuck in ``parsing`` for more than ``RANKSCOPE_PARSE_STALE_SECONDS``
+    (default: the hard time limit + 60 s; their worker died). A row whose parse was
+    already started ``MAX_PARSE_ATTEMPTS`` times is failed with the reason instead.
+    Safe to run from several auditors at once: the parse task is itself idempotent.
     Returns how many were sent.
     """
     now = timezone.now()
     cutoff = now - (older_than if older_than is not None else timedelta(seconds=60))
-    stale = now - timedelta(seconds=settings.CELERY_TASK_TIME_LIMIT + 60)
+    stale_seconds = getattr(
+        settings, "RANKSCOPE_PARSE_STALE_SECONDS", settings.CELERY_TASK_TIME_LIMIT + 60
+    )
+    stale = now - timedelta(seconds=stale_seconds)
+    queued_cutoff = now - timedelta(
+        seconds=getattr(settings, "RANKSCOPE_PARSE_QUEUED_SECONDS", 600)
+    )
     pending = Artifact.objects.filter(
         parse_status=ParseStatus.PENDING, enqueued_at__isnull=True, created_at__lt=cutoff
     )
+    lost = Artifact.objects.filter(parse_status=ParseStatus.QUEUED, enqueued_at__lt=queued_cutoff)
     stuck = Artifact.objects.filter(parse_status=ParseStatus.PARSING, parse_started_at__lt=stale)
     ids = list(pending.values_list("pk", flat=True)[:limit])
-    ids += list(stuck.values_list("pk", flat=True)[: max(0, limit - len(ids))])
+    ids += list(lost.values_list("pk", flat=True)[: max(0, limit - len(ids))])
+    for pk, attempts in stuck.values_list("pk", "parse_attempts")[: max(0, limit - len(ids))]:
+        if attempts >= MAX_PARSE_ATTEMPTS:
+            artifact_mark_failed(
+                artifact_id=pk,
+                reason=(
+                    f"its parse was started {attempts} times and never finished (the worker "
+                    f"was killed or stopped by the hard time limit of "
+                    f"{settings.CELERY_TASK_TIME_LIMIT} s each time)"
+                ),
+            )
+        else:
+            ids.append(pk)
     enqueuer = _Enqueuer()
-    return sum(1 for pk in ids if enqueuer.send(pk))
+    sent = 0
+    for pk in ids:
+        if not enqueuer.send(pk):
+            continue
+        sent += 1
+        # a re-sent queued row waits a full window again before the next re-send
+        Artifact.objects.filter(pk=pk, parse_status=ParseStatus.QUEUED).update(
+            enqueued_at=timezone.now()
+        )
+    return sent
 
 
 # --- parsing --------------------------------------------------------------------------
@@ -511,6 +553,9 @@ def artifact_parse(*, artifact_id: int) -> str | None:
         with tempfile.TemporaryFile() as tmp:
             result.metrics.write(tmp)
             metrics_key = _storage_replace(metrics_key_for(artifact), tmp)
+    slow = float(os.environ.get(TEST_SLOW_ENV, "0") or 0)
+    if slow:
+        time.sleep(slow)
 
     status = ParseStatus.FAILED if result.error else ParseStatus.PARSED
     digests = rank_digests(result)

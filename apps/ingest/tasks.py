@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError
 
 from apps.ingest import services
@@ -11,7 +14,7 @@ TRANSIENT = (OperationalError, InterfaceError, services.StorageUnavailable)
 MAX_RETRIES = 5
 
 
-@shared_task(bind=True, max_retries=MAX_RETRIES, acks_late=True)
+@shared_task(bind=True, max_retries=MAX_RETRIES, acks_late=True, reject_on_worker_lost=True)
 def artifact_parse(self, artifact_id: int) -> str | None:
     """Parse one artifact (``services.artifact_parse``), one task per artifact.
 
@@ -20,10 +23,24 @@ def artifact_parse(self, artifact_id: int) -> str | None:
     outputs to the same keys. Transient storage/database errors retry with
     exponential backoff (5 s, 10 s, … up to 5 min, ``MAX_RETRIES`` times), after which
     the artifact is marked failed with the reason. Content errors never retry: the
-    service records them as ``parse_status=failed``.
+    service records them as ``parse_status=failed``. Time limits are the global
+    ``CELERY_TASK_SOFT_TIME_LIMIT``/``CELERY_TASK_TIME_LIMIT``: at the soft one the
+    artifact is marked failed saying so; a parse stopped by the hard one (or by its
+    worker dying) is re-sent by the auditor, which fails it after a few attempts.
     """
+    started = time.monotonic()
     try:
         return services.artifact_parse(artifact_id=artifact_id)
+    except SoftTimeLimitExceeded:
+        services.artifact_mark_failed(
+            artifact_id=artifact_id,
+            reason=(
+                f"the parse hit the time limit after {int(time.monotonic() - started)} s "
+                "(the file is too large or too slow to read; split it or raise "
+                "CELERY_TASK_SOFT_TIME_LIMIT)"
+            ),
+        )
+        return "failed"
     except TRANSIENT as exc:
         if self.request.retries >= self.max_retries:
             services.artifact_mark_failed(

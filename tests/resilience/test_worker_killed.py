@@ -1,0 +1,122 @@
+"""A parse survives its worker being SIGKILLed: redelivered (or re-sent), same rows as once.
+
+The analysis counterpart (a run whose worker was killed completes on a new worker with
+the same findings) is tests/analysis/test_worker.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.core.files.storage import default_storage
+
+from apps.incidents.services import incident_create
+from apps.ingest import services
+from apps.ingest.models import Artifact, ParseStatus, RankDigest
+from tests.conftest import WorkerProcess, wait_for, worker_env
+from tests.ingest import logs
+from tests.resilience.conftest import parse_footprint, process_tree, sigkill, upload
+
+pytestmark = pytest.mark.timeout(90)
+
+LOG = logs.node_log(3, hung_rank=27, steps=40)
+NAME = "error-7-node-03.out"
+
+
+def _reference(team, owner) -> dict:
+    """The same file parsed once, without interruption."""
+    clean = incident_create(team=team, title="parsed in one go", actor=owner)
+    artifact = upload(clean, owner, LOG, NAME)
+    assert services.artifact_parse(artifact_id=artifact.pk) == ParseStatus.PARSED
+    return parse_footprint(artifact)
+
+
+def _mid_parse(artifact: Artifact, worker: WorkerProcess) -> None:
+    """Wait until the worker has stored the parse outputs and not yet written the rows."""
+    wait_for(
+        lambda: (
+            Artifact.objects.filter(pk=artifact.pk, parse_status=ParseStatus.PARSING).exists()
+            and default_storage.exists(services.parsed_key_for(artifact))
+        ),
+        timeout=40,
+        message=f"the worker never reached the middle of the parse:\n{worker.log()[-3000:]}",
+    )
+
+
+def test_a_parse_whose_whole_worker_was_killed_is_finished_by_a_new_worker_with_the_same_rows(
+    transactional_db, team, owner, settings
+):
+    from apps.celery import app
+
+    app.control.purge()
+    settings.RANKSCOPE_PARSE_STALE_SECONDS = 1
+    incident = incident_create(team=team, title="worker killed mid-parse", actor=owner)
+    slow = WorkerProcess(queues="ingest", concurrency=1).start(
+        worker_env({services.TEST_SLOW_ENV: "60"})
+    )
+    try:
+        artifact = upload(incident, owner, LOG, NAME)
+        _mid_parse(artifact, slow)
+        sigkill(process_tree(slow.proc.pid))  # main process and pool child: nobody acks
+        slow.proc.wait(timeout=10)
+    finally:
+        slow.stop()
+    died = Artifact.objects.get(pk=artifact.pk)
+    assert died.parse_status == ParseStatus.PARSING and died.parse_attempts == 1
+    assert not RankDigest.objects.filter(artifact=artifact).exists()  # nothing half-written
+
+    # Redis would hand the unacknowledged message on only after the visibility timeout
+    # (hours); the auditor notices the silent parse first and sends it again.
+    fresh = WorkerProcess(queues="ingest", concurrency=1).start()
+    try:
+        wait_for(
+            lambda: services.artifact_enqueue_pending() == 1,
+            timeout=10,
+            interval=0.5,
+            message="the auditor did not re-send the orphaned parse",
+        )
+        wait_for(
+            lambda: Artifact.objects.filter(pk=artifact.pk, parse_status="parsed").exists(),
+            timeout=40,
+            message=f"the re-sent parse did not finish:\n{fresh.log()[-3000:]}",
+        )
+    finally:
+        fresh.stop()
+
+    assert Artifact.objects.get(pk=artifact.pk).parse_attempts == 2
+    assert parse_footprint(artifact) == _reference(team, owner)
+    # a late copy of the message (the broker restoring it after all) changes nothing
+    before = parse_footprint(artifact)
+    assert services.artifact_parse(artifact_id=artifact.pk) is None
+    assert parse_footprint(artifact) == before
+    assert incident.events.filter(kind="ingest.parsed").count() == 1
+
+
+def test_a_parse_whose_pool_process_was_killed_is_redelivered_at_once(
+    transactional_db, team, owner
+):
+    from apps.celery import app
+
+    app.control.purge()
+    incident = incident_create(team=team, title="pool child killed mid-parse", actor=owner)
+    worker = WorkerProcess(queues="ingest", concurrency=1).start(
+        worker_env({services.TEST_SLOW_ENV: "2"})
+    )
+    try:
+        artifact = upload(incident, owner, LOG, NAME)
+        _mid_parse(artifact, worker)
+        children = [p for p in process_tree(worker.proc.pid) if p != worker.proc.pid]
+        assert children
+        sigkill(children)
+        # reject_on_worker_lost: the message goes back to the queue at once, and the
+        # worker's replacement pool process parses it; no auditor involved.
+        wait_for(
+            lambda: Artifact.objects.filter(pk=artifact.pk, parse_status="parsed").exists(),
+            timeout=40,
+            message=f"the rejected parse was not redelivered:\n{worker.log()[-3000:]}",
+        )
+        assert worker.proc.poll() is None
+    finally:
+        worker.stop()
+    assert "SIGKILL" in worker.log() or "WorkerLostError" in worker.log()
+    assert Artifact.objects.get(pk=artifact.pk).parse_attempts == 2
+    assert parse_footprint(artifact) == _reference(team, owner)
