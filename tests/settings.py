@@ -11,6 +11,8 @@ from pathlib import Path
 os.environ.setdefault("DATABASE_URL", "postgres://postgres:postgres@127.0.0.1:5432/rankscope")
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/14")
 os.environ.setdefault("CACHE_URL", "redis://127.0.0.1:6379/13")
-os.environ.setdefault("RANKSCOPE_VAR_DIR", str(Path(__file__).resolve().parent.parent / "var" / "test"))
+os.environ.setdefault(
+    "RANKSCOPE_VAR_DIR", str(Path(__file__).resolve().parent.parent / "var" / "test")
+)
 
-from apps.settings import *  # noqa: E402, F403
+from apps.settings import *  # noqa: F403
