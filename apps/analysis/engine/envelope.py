@@ -45,7 +45,7 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
 ]
 _RANK = re.compile(r"\[rank(?P<r>\d+)\]:\s?")
 _GLOG = re.compile(
-    r"\[?(?P<l>[IWEF])(?P<md>\d{4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
+    r"\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
 )
 _OLD_GLOG = re.compile(r"\[(?P<l>[IWEF]) (?P<src>[\w.]+):\d+\]\s?")
 _PYLOG_LEVEL = re.compile(
@@ -65,6 +65,7 @@ class Envelope:
 
 
 def _iso_from_glog(md: str, t: str) -> str:
+    md = md.zfill(4)  # c10 logging prints the month unpadded: E321 is March 21
     return f"0000-{md[:2]}-{md[2:]}T{_frac(t)}"
 
 
@@ -147,7 +148,7 @@ def peel(line: str) -> Envelope:
 
 
 _ANY_TIME = re.compile(
-    r"(?P<glog>[IWEF](?P<md>\d{4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?))"
+    r"(?P<glog>[IWEF](?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?))"
     r"|(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
 )
 

@@ -87,7 +87,7 @@ def read_region(text: str, result: ParseResult, file_rank: int | None, *, where:
 
 
 _RANK_LINE = re.compile(
-    r"\[rank(?P<r>\d+)\]:\s?(?:\[?(?P<l>[IWEF])(?P<md>\d{4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?))?"
+    r"\[rank(?P<r>\d+)\]:\s?(?:\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?))?"
 )
 _RANK_NCCL_HOST = re.compile(
     r"\[rank(?P<r>\d+)\]:\s?(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "
@@ -129,7 +129,8 @@ def _fast(text: str, result: ParseResult, where: str) -> None:
         ri = _rank_info(result, rank)
         ri.lines_seen += 1
         if m.group("md"):
-            t = f"0000-{m.group('md')[:2]}-{m.group('md')[2:]}T{m.group('t')[:15]}"
+            md = m.group("md").zfill(4)  # c10 logging: E321 is March 21
+            t = f"0000-{md[:2]}-{md[2:]}T{m.group('t')[:15]}"
             if where == "head" and ri.first_time is None:
                 ri.first_time = t
             ri.last_time = t
