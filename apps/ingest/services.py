@@ -50,6 +50,7 @@ TEST_SLOW_ENV = "RANKSCOPE_TEST_PARSE_SLEEP"
 # The auditor gives up on an artifact whose parse was started this many times without
 # finishing (its worker was killed, or the hard time limit stopped it, each time).
 MAX_PARSE_ATTEMPTS = 3
+QUEUE_DOWN_NOTE = "the task queue is unavailable: kept, and parsed automatically once it is back"
 
 
 class StorageUnavailable(Exception):
@@ -213,12 +214,14 @@ class _Enqueuer:
 
     def __init__(self) -> None:
         self.broker_down = False
+        self.unsent: set[int] = set()
 
     def on_commit(self, artifact_id: int) -> None:
         transaction.on_commit(lambda: self.send(artifact_id))
 
     def send(self, artifact_id: int) -> bool:
         if self.broker_down:
+            self.unsent.add(artifact_id)
             return False
         from apps.ingest import tasks  # tasks import services
 
@@ -226,6 +229,7 @@ class _Enqueuer:
             tasks.artifact_parse.delay(artifact_id)
         except Exception:  # any broker failure leaves the row for the auditor
             self.broker_down = True
+            self.unsent.add(artifact_id)
             log.warning("could not enqueue the parse of artifact %s; left pending", artifact_id)
             return False
         Artifact.objects.filter(pk=artifact_id, parse_status=ParseStatus.PENDING).update(
@@ -279,6 +283,9 @@ def artifact_upload(
         if not outcomes:
             outcomes.append(_reject(ctx, original, "the archive holds no files"))
     _timeline(ctx, outcomes)
+    for o in outcomes:
+        if o.status == "stored" and o.artifact is not None and o.artifact.pk in enqueuer.unsent:
+            o.message += f"; {QUEUE_DOWN_NOTE}"
     return outcomes
 
 

@@ -161,17 +161,19 @@ def broker_switched_to(url: str) -> Iterator[None]:
     """Point this process's Celery app at ``url``; restore the shared pool afterwards."""
     from apps.celery import app
 
-    saved_url = app.conf.broker_url
+    # Producers connect with broker_write_url, fixed from broker_url when the app was
+    # configured: swap that (and the read URL), and give the app fresh pools.
+    saved = {k: app.conf[k] for k in ("broker_write_url", "broker_read_url")}
     saved_pool, saved_producers = app._pool, app.amqp._producer_pool
     app._pool = None
     app.amqp._producer_pool = None
-    app.conf.broker_url = url
+    app.conf.update(broker_write_url=url, broker_read_url=url)
     try:
         yield
     finally:
         with contextlib.suppress(Exception):
             app.pool.force_close_all()
-        app.conf.broker_url = saved_url
+        app.conf.update(saved)
         app._pool = saved_pool
         app.amqp._producer_pool = saved_producers
 
