@@ -27,3 +27,101 @@ def test_c10_stamp_with_an_unpadded_month_keeps_its_time() -> None:
     (ev,) = [e for e in r.events if e.kind == "watchdog_timeout"]
     assert ev.time == "0000-03-21T04:15:09.123456"
     assert r.rank_info[3].first_time == "0000-03-21T04:15:09.123456"
+
+
+def _summary(entries: list[tuple[int, bool]]) -> str:
+    out = [
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+        "============================================================",
+        "train.py FAILED",
+        "------------------------------------------------------------",
+        "Failures:",
+    ]
+    for i, (rank, root) in enumerate(entries):
+        if root:
+            out += [
+                "------------------------------------------------------------",
+                "Root Cause (first observed failure):",
+            ]
+        out += [
+            f"[{i}]:",
+            "  time      : 2031-02-03_04:05:06",
+            "  host      : gpu-node-17",
+            f"  rank      : {rank} (local_rank: {rank})",
+            f"  exitcode  : -6 (pid: {5000 + rank})",
+            "  error_file: <N/A>",
+            f"  traceback : Signal 6 (SIGABRT) received by PID {5000 + rank}",
+        ]
+    return "\n".join([*out, "=" * 60, ""])
+
+
+def test_torchrun_root_cause_entry_wins_a_tie_with_the_failures_list() -> None:
+    doc = _doc({"train.log": _summary([(1, False), (2, False), (0, True)])})
+    (f,) = [f for f in doc["findings"] if f["kind"] == "torchrun_first_failure"]
+    assert f["ranks"] == [0]
+    assert doc["root_cause"]["chain"][0]["rank"] == 0
+
+
+def test_watchdog_timeout_without_a_global_rank_names_op_seq_and_group_rank() -> None:
+    doc = _doc(
+        {
+            "server.log": "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+            "  what():  [PG 2 Rank 6] Process group watchdog thread terminated with exception: "
+            "[Rank 6] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=314, "
+            "OpType=_ALLGATHER_BASE, NumelIn=64, NumelOut=512, Timeout(ms)=600000) ran for "
+            "600042 milliseconds before timing out.\n"
+        }
+    )
+    (f,) = [f for f in doc["findings"] if f["kind"] == "nccl_watchdog_timeout"]
+    assert "_ALLGATHER_BASE seq 314" in f["title"]
+    assert "group rank 6 of PG 2" in f["title"]
+    assert "None" not in f["title"]
+
+
+def test_old_teardown_line_carrying_the_nccl_error_is_read_as_the_error() -> None:
+    line = (
+        "[E ProcessGroupNCCL.cpp:455] Some NCCL operations have failed or timed out. Due to the "
+        "asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+        "corrupted/incomplete data. [E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we "
+        "are taking the entire process down. terminate called after throwing an instance of "
+        "'std::runtime_error' what(): NCCL error: remote process exited or there was a network "
+        "error, NCCL version 2.18.1 ncclRemoteError: A call failed possibly due to a network "
+        "error or a remote process exiting prematurely. Last error: NET/IB : Got completion "
+        "from peer 10.9.8.7<40001> with error 12, opcode 0, len 0, vendor err 129\n"
+    )
+    r = _parse("rank_3.log", line)
+    (ev,) = r.events
+    assert ev.kind == "nccl_error"
+    assert ev.fields["nccl_code"] == "ncclRemoteError"
+    assert ev.fields["last_error"].startswith("NET/IB : Got completion")
+    doc = engine.analyze([r])
+    assert doc["triage"]["category"] == "NETWORK"
+
+
+def test_a_socket_closed_by_the_peer_is_weaker_network_evidence_than_an_ib_error() -> None:
+    peer = (
+        "trn-a-04:2211:2290 [3] misc/socket.cc:538 NCCL WARN Net : Connection closed by remote "
+        "peer trn-a-05.cluster.local<41234>\n"
+    )
+    ib = (
+        "trn-a-04:2211:2290 [3] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from "
+        "peer 10.1.2.3<55555> with status=12 opcode=0 len=0 vendor err 129 (Recv)\n"
+    )
+    d_peer, d_ib = _doc({"node4.log": peer}), _doc({"node4.log": ib})
+    assert d_peer["triage"]["category"] == d_ib["triage"]["category"] == "NETWORK"
+    assert d_peer["triage"]["confidence"] < d_ib["triage"]["confidence"]
+    assert "every rank was inside the collective" not in d_peer["triage"]["summary"]
+
+
+def test_times_without_a_year_stay_yearless_in_the_chain() -> None:
+    doc = _doc(
+        {
+            "train.log": "[rank0]:[E1206 18:44:12.715298746 ProcessGroupNCCL.cpp:607] [Rank 0] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
+            "NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600061 milliseconds before "
+            "timing out.\n"
+        }
+    )
+    times = [s["time"] for s in doc["root_cause"]["chain"] if s.get("time")]
+    assert times and all(t.startswith("0000-12-06T") for t in times)
+    assert all("2000-" not in s["event"] for s in doc["root_cause"]["chain"])

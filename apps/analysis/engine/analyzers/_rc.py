@@ -25,6 +25,14 @@ def to_dt(iso: str | None) -> datetime | None:
     return d.replace(tzinfo=None) if d.tzinfo else d
 
 
+def iso_out(d: datetime | None) -> str | None:
+    """datetime → ISO text; the stand-in year 2000 of ``to_dt`` goes back to ``0000-`` (unknown)."""
+    if d is None:
+        return None
+    out = d.isoformat()
+    return "0000" + out[4:] if d.year == 2000 else out
+
+
 def shift_iso(iso: str | None, seconds: float) -> str | None:
     d = to_dt(iso)
     if d is None or not seconds:

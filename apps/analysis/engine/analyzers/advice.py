@@ -85,11 +85,14 @@ def summary(ctx: Context, v: Verdict) -> str:
     if v.category == "NETWORK" and v.shape == "slow":
         return f"Training slowed: communication is slow on {', '.join(v.culprit_hosts[:6])} while compute is equal — test those nodes' links with nccl-tests and drain them if confirmed."
     if v.category == "NETWORK":
-        scope = (
-            "every rank was inside the collective, no rank is to blame"
-            if v.extra.get("all_in_collective") or not v.culprit_hosts
-            else f"errors on {', '.join(v.culprit_hosts[:4])}"
-        )
+        if v.extra.get("all_in_collective"):
+            scope = "every rank was inside the collective, no rank is to blame"
+        elif v.culprit_hosts:
+            scope = f"errors on {', '.join(v.culprit_hosts[:4])}"
+        elif root is not None and root.host:
+            scope = f"reported on {root.host}; a peer process that died looks the same"
+        else:
+            scope = "reported by NCCL; a peer process that died looks the same"
         return f"NCCL network failure in {_stuck(ctx)} ({scope}) — check the IB/RoCE fabric (links, switches, NIC counters) and restart from the last checkpoint."
     if v.category == "NUMERICAL":
         step = f.get("step") or ctx.facts.get("metrics", {}).get("nan_step")

@@ -24,7 +24,7 @@ from typing import Any
 
 from ..model import Event, evidence
 from . import Context, register_analyzer
-from ._rc import etime, to_dt
+from ._rc import etime, iso_out, to_dt
 
 CAUSES: dict[str, tuple[str, str]] = {
     "cuda_oom": ("OOM", "CUDA out of memory"),
@@ -101,7 +101,7 @@ class ChainAnalyzer:
             t = t_of.get(id(e))
             step = {
                 "stage": stage,
-                "time": t.isoformat() if t else etime(e),
+                "time": iso_out(t) if t else etime(e),
                 "rank": e.rank if rank is None else rank,
                 "host": e.host,
                 "event": what,
@@ -156,7 +156,7 @@ class ChainAnalyzer:
             f = h0.fields
             what = f"collective {f.get('op', '')} seq {f.get('seq', '?')} hung".replace("  ", " ")
             if hang_start:
-                what += f" (started {hang_start.isoformat()}, timed out after {(f.get('timeout_ms') or f.get('ran_ms')) / 1000:.0f} s)"
+                what += f" (started {iso_out(hang_start)}, timed out after {(f.get('timeout_ms') or f.get('ran_ms')) / 1000:.0f} s)"
             add("collective_hangs", h0, what)
         fire = [e for _, e in ordered if e.kind in FIRE]
         if fire:
@@ -291,7 +291,7 @@ class ChainAnalyzer:
                 continue
             per_kind[e.kind] = per_kind.get(e.kind, 0) + 1
             item = {
-                "time": t.isoformat(),
+                "time": iso_out(t),
                 "rank": e.rank,
                 "host": e.host,
                 "file": e.file,

@@ -101,7 +101,8 @@ def _category(e: Event) -> tuple[str, float] | None:
     if k == "data_error":
         return "DATA", 0.75
     if k == "network_error":
-        return "NETWORK", 0.8
+        # a socket closed by the peer is as often a rank that died as a broken link
+        return ("NETWORK", 0.5) if f.get("peer_closed") else ("NETWORK", 0.8)
     if k in ("nccl_error", "async_exception"):
         code = str(f.get("nccl_code", "")) + str(f.get("what", ""))
         if "ncclInvalidUsage" in code or "ncclInvalidArgument" in code:

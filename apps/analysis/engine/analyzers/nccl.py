@@ -252,12 +252,31 @@ class NcclAnalyzer:
             first = timeouts[0]
             pg = first.fields.get("pg") or "0"
             r0 = next((r for r in rows if r["role"] == "initiator" and r["op"]), None)
-            what = f"{r0['op']} seq {r0['seq']}" if r0 else f"seq {targets.get(pg)}"
-            to = f" after {r0['timeout_ms'] / 60000:.0f} min" if r0 and r0.get("timeout_ms") else ""
+            ff = first.fields
+            if r0:
+                what = f"{r0['op']} seq {r0['seq']}"
+                tms = r0.get("timeout_ms")
+            else:  # no global rank known (e.g. a `what():` line without [rankN]:)
+                seq = ff.get("seq") if ff.get("seq") is not None else targets.get(pg)
+                what = f"{ff.get('op') or 'the collective'} seq {seq if seq is not None else '?'}"
+                tms = ff.get("timeout_ms")
+            to = f" after {tms / 60000:.0f} min" if tms else ""
+            if rks:
+                who = f"{len(rks)} rank(s)"
+            else:
+                gr = {(e.fields.get("pg"), e.fields.get("group_rank")) for e in timeouts}
+                gr.discard((None, None))
+                who = (
+                    ", ".join(
+                        f"group rank {g} of PG {p or '?'}" for p, g in sorted(gr, key=str)[:4]
+                    )
+                    if gr
+                    else "a rank"
+                ) + " (global rank not in the log)"
             ctx.add_finding(
                 phase="localization",
                 kind="nccl_watchdog_timeout",
-                title=f"{len(rks)} rank(s) timed out in {what}{to}",
+                title=f"{who} timed out in {what}{to}",
                 detail="The ranks whose own watchdog fired were waiting inside the collective; they are usually victims of a rank that never joined.",
                 confidence=0.95,
                 ranks=rks,

@@ -20,7 +20,7 @@ from typing import Any
 
 from ..model import Event
 from . import Context, register_analyzer
-from ._rc import job_death, shift_iso, to_dt
+from ._rc import iso_out, job_death, shift_iso, to_dt
 
 CHAIN = (
     ("ais_pressure", "storage target under resource pressure"),
@@ -107,7 +107,7 @@ class StorageAnalyzer:
             return
         start = min(starts) if starts else end - timedelta(hours=1)
         start = min(start, end - timedelta(minutes=5))
-        out["window"] = {"start": start.isoformat(), "end": end.isoformat()}
+        out["window"] = {"start": iso_out(start), "end": iso_out(end)}
 
         def inside(t: str | None, slack: float = 300) -> bool:
             d = to_dt(t)

@@ -22,7 +22,12 @@ class TorchrunAnalyzer:
         if not failures:
             return
         roots = [e for e in failures if e.fields.get("root_cause")]
-        timed = sorted((e for e in failures if e.time), key=lambda e: (e.time, e.file, e.line))
+        # times have whole seconds: on a tie the agent's own "Root Cause" entry wins over the
+        # "Failures:" list printed above it
+        timed = sorted(
+            (e for e in failures if e.time),
+            key=lambda e: (e.time, not e.fields.get("root_cause"), e.file, e.line),
+        )
         first = timed[0] if timed else (roots[0] if roots else failures[0])
         code = first.fields.get("exitcode")
         sig = SIGNALS.get(code) if isinstance(code, int) else None

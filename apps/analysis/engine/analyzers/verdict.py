@@ -215,7 +215,7 @@ class VerdictAnalyzer:
                 culprit_ranks=silent[:32],
             )
         if fatal:
-            ev = ctx.kinds(*FATAL)[0]
+            ev = ctx.facts.get("torchrun_first") or ctx.kinds(*FATAL)[0]
             return Verdict(
                 shape="crash",
                 category="UNKNOWN",

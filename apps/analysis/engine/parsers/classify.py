@@ -96,6 +96,16 @@ _RX: dict[str, re.Pattern[str]] = {
 
 # Xid codes that point at the hardware rather than the application
 # (NVIDIA's Xid catalogue: bus drop, ECC/DBE, row remapping, NVLink, GSP/firmware).
+_NCCL_CODE = re.compile(r"nccl\w+Error|ncclInvalid\w+")
+# NCCL WARN wordings of a peer that went away (often a rank that died, not the fabric)
+_PEER_CLOSED = (
+    "closed by remote peer",
+    "Connection closed by",
+    "Broken pipe",
+    "Connection reset",
+    "Call to recv from",
+)
+
 HARDWARE_XIDS = {48, 54, 56, 57, 58, 61, 62, 63, 64, 74, 79, 92, 94, 95, 119, 120, 121, 123, 140}
 
 
@@ -198,6 +208,8 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
         f = _work_fields(msg)
         return ("blocking_wait_timeout", f), "seq" not in f
     if "taking the entire process down" in msg or "Some NCCL operations have failed" in msg:
+        if "NCCL error" in msg or _NCCL_CODE.search(msg):
+            return None  # old torch prints the teardown and the NCCL error on one line
         return ("teardown", {}), False
     if "after attempting to dump debug info" in msg:
         m = _RX["terminate"].search(msg)
@@ -378,6 +390,10 @@ def _classify_other(msg: str) -> Result:
         f = {"nccl_code": code.group(0)} if code else {}
         if "remote process exited or there was a network error" in msg:
             f["remote_or_network"] = True
+        if "Last error:" in msg:
+            last = msg.split("Last error:", 1)[1].strip()
+            if last:
+                f["last_error"] = last[:300]
         return "nccl_error", f
     if "Segmentation fault" in msg or "Fatal Python error" in msg:
         return "segfault", {"what": msg[:200]}
@@ -454,6 +470,8 @@ def _nccl_warn(msg: str) -> Result:
         )
         or "network" in low
     ):
+        if any(p in body for p in _PEER_CLOSED):
+            f["peer_closed"] = True
         return "network_error", f
     if "cuda" in low:
         return "cuda_error", f
