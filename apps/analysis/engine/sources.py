@@ -55,8 +55,10 @@ def _expand(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:
             ),
         )
         return
+    yielded = 0
     try:
         for member in archives.iter_members(path, name):
+            yielded += 1
             if member.rejected is not None:
                 yield member.name, UnreadableStream(f"skipped: {member.rejected.reason}")
                 continue
@@ -66,10 +68,14 @@ def _expand(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:
             finally:
                 stream.close()
     except archives.ArchiveError as exc:
-        yield (
-            f"{name} (rest of archive)",
-            UnreadableStream(f"archive unreadable past this point: {exc}"),
-        )
+        # a corrupt or truncated archive: report it as one unreadable artifact and go on
+        if yielded:
+            yield (
+                f"{name} (rest of archive)",
+                UnreadableStream(f"archive unreadable past this point: {exc}"),
+            )
+        else:
+            yield name, UnreadableStream(f"archive unreadable: {exc}")
 
 
 def _one(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:

@@ -1,0 +1,52 @@
+"""read_paths: a corrupt or truncated archive is reported and the other paths still read."""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from pathlib import Path
+
+from apps.analysis import engine
+from apps.analysis.engine import sources
+
+
+def _tgz(path: Path, members: dict[str, bytes]) -> None:
+    with tarfile.open(path, "w:gz") as tf:
+        for n, data in members.items():
+            info = tarfile.TarInfo(n)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+
+
+def _read_all(paths: list[Path]) -> list[engine.ParseResult]:
+    return [engine.parse_artifact(s, name=n) for n, s in sources.read_paths(paths)]
+
+
+def test_truncated_archive_is_reported_and_the_next_path_is_read(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.tgz"
+    _tgz(whole, {"big.log": os.urandom(300_000).hex().encode(), "b.log": b"x\n"})
+    cut = tmp_path / "cut.tgz"
+    cut.write_bytes(whole.read_bytes()[:40_000])
+    good = tmp_path / "error-77-3.out"
+    good.write_text(
+        "slurmstepd: error: *** JOB 77 ON gpu-n3 CANCELLED AT 2031-05-06T07:08:09 "
+        "DUE TO TIME LIMIT ***\n"
+    )
+    results = _read_all([cut, good])
+    bad = [r for r in results if r.error]
+    assert bad and all("cut.tgz" in r.name for r in bad)
+    assert any("truncated" in (r.error or "") for r in bad)
+    (ok,) = [r for r in results if r.name == "error-77-3.out"]
+    assert ok.error is None and [e.kind for e in ok.events] == ["slurm_time_limit"]
+
+
+def test_garbage_behind_an_archive_magic_is_one_unreadable_artifact(tmp_path: Path) -> None:
+    junk = tmp_path / "logs.zip"
+    junk.write_bytes(b"PK\x03\x04" + b"not a zip at all" * 8)
+    plain = tmp_path / "rank_0.log"
+    plain.write_text("hello\n")
+    results = _read_all([junk, plain])
+    assert [r.name for r in results] == ["logs.zip", "rank_0.log"]
+    assert "archive unreadable" in (results[0].error or "")
+    assert results[1].error is None
