@@ -145,7 +145,8 @@ def analysis_panel_for_incident(*, incident: Incident) -> AnalysisPanel:
     by_phase: dict[str, PhaseFindings] = {
         p: PhaseFindings(phase=p, label=PHASE_LABELS[p]) for p in PHASES
     }
-    for f in run.findings.all():
+    # Noise (e.g. retries that recovered) is reported, but after what matters.
+    for f in sorted(run.findings.all(), key=lambda f: "noise" in f.kind):
         by_phase.setdefault(f.phase, PhaseFindings(phase=f.phase, label=f.phase)).findings.append(f)
     panel.phases = [pf for pf in by_phase.values() if pf.findings]
     panel.failed_files = [a for a in doc.get("artifacts") or [] if a.get("error")]

@@ -70,11 +70,21 @@ def rank_ranges(ranks: list[int] | None, limit: int = 12) -> str:
     return text
 
 
+def _is_noise(finding: dict[str, Any]) -> bool:
+    return "noise" in str(finding.get("kind") or "")
+
+
 def _evidence_of(doc: dict[str, Any], ranks: set[int]) -> list[dict[str, Any]]:
     """Evidence lines of the findings about these ranks (best first)."""
     refs: list[dict[str, Any]] = []
-    for f in sorted(doc.get("findings") or [], key=lambda f: -(f.get("confidence") or 0)):
-        if ranks and not ranks & set(f.get("ranks") or []):
+    # Localization findings say "where" best; findings that are explicitly noise (retries
+    # that recovered) never serve as evidence of where the failure is.
+    ordered = sorted(
+        doc.get("findings") or [],
+        key=lambda f: (f.get("phase") != "localization", -(f.get("confidence") or 0)),
+    )
+    for f in ordered:
+        if _is_noise(f) or (ranks and not ranks & set(f.get("ranks") or [])):
             continue
         refs.extend(f.get("evidence") or [])
         if len(refs) >= 3:
@@ -148,7 +158,8 @@ def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
 
 def findings_by_phase(*, doc: dict[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {p: [] for p in protocol.PHASES}
-    for f in (doc or {}).get("findings") or []:
+    # Noise (e.g. retries that recovered) is reported, but after what matters.
+    for f in sorted((doc or {}).get("findings") or [], key=_is_noise):
         out.setdefault(str(f.get("phase") or "triage"), []).append(f)
     return out
 
