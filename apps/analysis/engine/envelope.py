@@ -48,6 +48,7 @@ _GLOG = re.compile(
     r"\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
 )
 _OLD_GLOG = re.compile(r"\[(?P<l>[IWEF]) (?P<src>[\w.]+):\d+\]\s?")
+_PYLOG_FIRST = frozenset("[IWEC")  # what _PYLOG_LEVEL can start with
 _PYLOG_LEVEL = re.compile(
     r"(?:\[(?P<a>INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\]|(?P<b>INFO|WARNING|ERROR|CRITICAL):)\s*"
 )
@@ -99,19 +100,23 @@ def peel(line: str) -> Envelope:
     s = line.rstrip("\r\n")
     for _ in range(8):
         progressed = False
-        m = _RANK.match(s)
-        if m and env.rank is None:
-            env.rank = int(m.group("r"))
-            s = s[m.end() :]
-            progressed = True
-        m = _GLOG.match(s)
+        # the first character rules most regexes out (this runs on every candidate line)
+        c = s[:1]
+        if env.rank is None and c == "[":
+            m = _RANK.match(s)
+            if m:
+                env.rank = int(m.group("r"))
+                s = s[m.end() :]
+                progressed = True
+                c = s[:1]
+        m = _GLOG.match(s) if c and c in "[IWEF" else None
         if m:
             env.level = m.group("l")
             env.time = env.time or _iso_from_glog(m.group("md"), m.group("t"))
             s = s[m.end() :]
             progressed = True
         else:
-            m = _OLD_GLOG.match(s)
+            m = _OLD_GLOG.match(s) if c == "[" else None
             if m:
                 env.level = m.group("l")
                 s = s[m.end() :]
@@ -139,7 +144,7 @@ def peel(line: str) -> Envelope:
             break
         if not progressed:
             break
-    m = _PYLOG_LEVEL.match(s)
+    m = _PYLOG_LEVEL.match(s) if s[:1] in _PYLOG_FIRST else None
     if m:
         word = m.group("a") or m.group("b")
         env.level = env.level or word[0]

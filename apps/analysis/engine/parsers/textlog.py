@@ -25,13 +25,15 @@ from . import Progress, register_parser
 from .classify import NCCL_HOST, classify
 from .facts import read_region
 
-CHUNK = 8 << 20
+CHUNK = 2 << 20
 HEAD = 24 << 10
 TAIL = 16 << 10
 INDEX_STEP = 1 << 20
 MAX_LINE = 4 << 20  # a "line" longer than this is cut (binary junk, a minified blob)
 # kinds where the last occurrence matters as much as the first
 _KEEP_LAST = {"nccl_progress", "retry", "connection_error", "nan_loss", "run_succeeded"}
+# parse buffers kept for the next file parsed in this process (one per concurrent parse)
+_BUFFERS: list[bytearray] = []
 _NCCL_KINDS = {
     "watchdog_timeout",
     "watchdog_failure",
@@ -153,62 +155,75 @@ class TextLogParser:
         offset = 0
         head = bytearray()
         tail = b""
-        # One buffer for the whole file: the carried partial line is moved to its front and the
-        # next chunk is read in after it, so no chunk is ever copied (readinto, memoryview scan).
-        buf = bytearray(CHUNK + MAX_LINE)
+        # One buffer for the whole file, and the same one for the next file parsed in this
+        # process (no fresh pages to fault in and zero per file): the carried partial line is
+        # moved to its front and the next chunk is read in after it, so no chunk is ever copied
+        # (readinto, memoryview scan).
+        buf = _BUFFERS.pop() if _BUFFERS else bytearray(CHUNK + MAX_LINE)
         view = memoryview(buf)
         readinto = getattr(stream, "readinto", None)
         have = 0  # bytes of buf holding data (carry + new)
         final = False
-        while not final:
-            room = min(CHUNK, len(buf) - have)
-            if readinto is not None:
-                n = readinto(view[have : have + room]) or 0
-            else:
-                data = stream.read(room) or b""
-                n = len(data)
-                buf[have : have + n] = data
-            have += n
-            final = n == 0
-            if have == 0:
-                break
-            if final:
-                cut = have
-            else:
-                cut = buf.rfind(b"\n", 0, have) + 1
-                if cut == 0:
-                    if have < len(buf) - 1:
-                        continue  # a long line: read more behind it
+        try:
+            while not final:
+                room = min(CHUNK, len(buf) - have)
+                n = 0
+                while n < room:  # fill the chunk: short reads (the prepended head) add up
+                    if readinto is not None:
+                        k = readinto(view[have + n : have + room]) or 0
+                    else:
+                        data = stream.read(room - n) or b""
+                        k = len(data)
+                        buf[have + n : have + n + k] = data
+                    if k == 0:
+                        break
+                    n += k
+                have += n
+                final = n < room
+                if have == 0:
+                    break
+                if final:
                     cut = have
-                    result.warn(
-                        f"a line longer than {MAX_LINE >> 20} MiB was cut near byte {offset}"
-                    )
-            if len(head) < HEAD:
-                head += view[: min(cut, HEAD - len(head))]
-            line_no = self._block(
-                buf,
-                view,
-                cut,
-                line_no,
-                offset,
-                result,
-                collector,
-                summary,
-                file_rank,
-                file_host,
-                scanner,
-            )
-            if final and not buf.endswith(b"\n", 0, cut):
-                line_no += 1
-            offset += cut
-            result.line_index.append((line_no + 1, offset))
-            tail = (tail + bytes(view[max(0, cut - TAIL) : cut]))[-TAIL:]
-            rest = have - cut
-            buf[:rest] = view[cut:have]
-            have = rest
-            if progress:
-                progress(offset, 0, f"{name}: {offset >> 20} MiB")
-        view.release()
+                else:
+                    cut = buf.rfind(b"\n", 0, have) + 1
+                    if cut == 0:
+                        if have < len(buf) - 1:
+                            continue  # a long line: read more behind it
+                        cut = have
+                        result.warn(
+                            f"a line longer than {MAX_LINE >> 20} MiB was cut near byte {offset}"
+                        )
+                if len(head) < HEAD:
+                    head += view[: min(cut, HEAD - len(head))]
+                line_no = self._block(
+                    buf,
+                    view,
+                    cut,
+                    line_no,
+                    offset,
+                    result,
+                    collector,
+                    summary,
+                    file_rank,
+                    file_host,
+                    scanner,
+                )
+                if final and not buf.endswith(b"\n", 0, cut):
+                    line_no += 1
+                offset += cut
+                result.line_index.append((line_no + 1, offset))
+                tail = (tail + bytes(view[max(0, cut - TAIL) : cut]))[-TAIL:]
+                rest = have - cut
+                buf[:rest] = view[cut:have]
+                have = rest
+                if progress:
+                    progress(offset, 0, f"{name}: {offset >> 20} MiB")
+        finally:
+            try:
+                view.release()
+                _BUFFERS.append(buf)
+            except BufferError:  # still exported after an error: leave it to the collector
+                pass
         summary.flush()
         collector.finish()
         result.lines = line_no
