@@ -14,6 +14,7 @@ import os
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -384,7 +385,8 @@ def analysis_execute(*, run_id: int, task_id: str) -> AnalysisRun | None:
             progress(base + i, f"analyzers running: {message} ({i}/{total})", force=i == total)
 
         t1 = time.perf_counter()
-        doc = engine.analyze(inputs.results, progress=on_analyzer)
+        options = engine.Options(history_hosts=_history_hosts(run.incident))
+        doc = engine.analyze(inputs.results, options=options, progress=on_analyzer)
         timings["analyze_seconds"] = round(time.perf_counter() - t1, 3)
         doc.setdefault("artifacts", []).extend(inputs.failed)
         timings["analyzers"] = {
@@ -447,6 +449,29 @@ def _conclusion(doc: dict[str, Any]) -> str:
 def _short_list(values: list[Any], limit: int = 4) -> str:
     shown = ", ".join(str(v) for v in values[:limit])
     return shown + (f" +{len(values) - limit} more" if len(values) > limit else "")
+
+
+def _history_hosts(incident: Incident) -> dict[str, int]:
+    """How many of this team's other incidents blamed each host (for "repeat offenders")."""
+    from apps.postmortems.models import IncidentSignature
+
+    counts: Counter[str] = Counter()
+    rows = IncidentSignature.objects.filter(team_id=incident.team_id).exclude(
+        incident_id=incident.pk
+    )
+    for hosts in rows.values_list("hosts", flat=True):
+        counts.update({str(h) for h in hosts or []})
+    return dict(counts)
+
+
+def _signature_refresh(incident: Incident) -> None:
+    """Keep the incident's failure signature current so similar-incident search sees it."""
+    from apps.postmortems.services import incident_signature_refresh
+
+    try:
+        incident_signature_refresh(incident=incident)
+    except Exception:  # the analysis is stored; a signature can be recomputed later
+        logger.exception("could not refresh the signature of incident %s", incident.code)
 
 
 def _run_finish(
@@ -513,6 +538,8 @@ def _run_finish(
                 message=conclusion,
                 data={"run": locked.code, "findings": len(findings)},
             )
+    if not error:
+        _signature_refresh(locked.incident)
     return locked
 
 

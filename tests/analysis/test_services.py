@@ -278,3 +278,21 @@ def test_evidence_text_is_stored_exactly(incident, job):
     run = _run(incident)
     texts = [ref["text"] for f in run.findings.all() for ref in f.evidence]
     assert any(SCRIPT in t for t in texts)
+
+
+def test_a_host_blamed_in_past_incidents_is_called_a_repeat_offender(incident, team, owner):
+    from apps.incidents.services import incident_create
+    from apps.postmortems.models import IncidentSignature
+
+    earlier = incident_create(team=team, title="earlier crash on node-07", actor=owner)
+    IncidentSignature.objects.create(incident=earlier, team=team, hosts=["node-07"])
+    add_artifact(incident, "error-42-node-06.out", rank_log(0))
+    add_artifact(incident, "error-42-node-07.out", rank_log(3, oom=True))
+
+    run = _run(incident)
+
+    assert run.status == RunStatus.SUCCEEDED, run.error
+    offenders = [f for f in run.document["findings"] if f["kind"] == "repeat_offender"]
+    assert [f["hosts"] for f in offenders] == [["node-07"]]
+    # The analysis also leaves this incident's signature for the next one to match against.
+    assert "node-07" in IncidentSignature.objects.get(incident=incident).hosts
