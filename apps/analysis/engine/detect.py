@@ -79,6 +79,8 @@ def detect_kind(name: str, head: bytes) -> str:
         return "flight_recorder"
     if text.lstrip().startswith("{") and '"pg_status"' in text and '"version"' in text:
         return "flight_recorder"
+    if head[:4] == b"PAR1" and (base.endswith((".parquet", ".pq")) or "metric" in base):
+        return "metrics"  # Parquet per-step metrics (magic "PAR1")
     if not _is_text(head):
         return "other"
     if base.endswith((".csv", ".tsv", ".jsonl", ".ndjson")) or "metrics" in base:
@@ -87,6 +89,10 @@ def detect_kind(name: str, head: bytes) -> str:
         first = text.split("\n", 1)[0]
         if looks_like_metrics_header(first):
             return "metrics"
+        if text.lstrip().startswith("{") and any(
+            looks_like_metrics_header(ln) for ln in text.split("\n", 8)[1:8]
+        ):
+            return "metrics"  # JSON lines whose first record is not a step (a run header)
     first_line = text.split("\n", 1)[0].lower().replace(" ", "")
     if re.match(r"^(?:host|hostname|node),(?:switch|leaf|tor)\b", first_line):
         return "topology"

@@ -28,7 +28,9 @@ CANONICAL: dict[str, pa.DataType] = {
     "loss": pa.float64(),
     "throughput": pa.float64(),  # tokens or samples per second, as given
     "grad_norm": pa.float64(),
-    "mem_allocated": pa.float64(),
+    "mem_allocated": pa.float64(),  # GiB
+    "mem_reserved": pa.float64(),  # GiB (allocator reserved / cached)
+    "mem_peak": pa.float64(),  # GiB (max_memory_allocated)
     "line": pa.int64(),  # 1-based line of the row in its file
 }
 
@@ -85,6 +87,56 @@ _alias(
 )
 _alias("grad_norm", 1, "grad_norm", "gradient_norm")
 _alias("mem_allocated", 1, "mem_allocated", "memory_allocated", "mem_allocated_gb", "max_memory")
+_alias(
+    "mem_allocated",
+    1,
+    "mem_allocated_gib",
+    "allocated_gb",
+    "allocated_gib",
+    "memory_allocated_gb",
+    "cuda_memory_allocated",
+    "torch_cuda_memory_allocated",
+    "gpu_mem_allocated",
+)
+_alias("mem_allocated", 1 / 1024, "mem_allocated_mb", "mem_allocated_mib", "memory_allocated_mb")
+_alias("mem_allocated", 2**-30, "mem_allocated_bytes", "allocated_bytes", "memory_allocated_bytes")
+_alias(
+    "mem_reserved",
+    1,
+    "mem_reserved",
+    "memory_reserved",
+    "mem_reserved_gb",
+    "mem_reserved_gib",
+    "reserved_gb",
+    "reserved_gib",
+    "memory_reserved_gb",
+    "cuda_memory_reserved",
+    "torch_cuda_memory_reserved",
+    "gpu_mem_reserved",
+    "memory_cached",
+    "mem_cached",
+    "max_memory_reserved",
+    "max_memory_reserved_gb",
+)
+_alias("mem_reserved", 1 / 1024, "mem_reserved_mb", "mem_reserved_mib", "memory_reserved_mb")
+_alias("mem_reserved", 2**-30, "reserved_bytes", "mem_reserved_bytes", "memory_reserved_bytes")
+_alias(
+    "mem_peak",
+    1,
+    "mem_peak",
+    "peak_memory",
+    "peak_mem",
+    "mem_peak_gb",
+    "peak_memory_gb",
+    "peak_mem_gb",
+    "max_memory_allocated",
+    "max_memory_allocated_gb",
+    "max_mem_allocated",
+    "max_allocated_gb",
+)
+_alias("mem_peak", 1 / 1024, "max_memory_allocated_mb", "peak_memory_mb", "mem_peak_mb")
+_alias("mem_peak", 2**-30, "max_memory_allocated_bytes", "peak_memory_bytes", "mem_peak_bytes")
+_MEMORY = ("mem_allocated", "mem_reserved", "mem_peak")
 
 _NON_ALNUM = re.compile(r"[^a-z0-9]+")
 MAX_ROWS = 2_000_000
@@ -94,10 +146,26 @@ def _key(name: str) -> str:
     return _NON_ALNUM.sub("_", name.strip().lower()).strip("_")
 
 
+# "step_time_rank3" / "rank3_loss" (wide files: a column per rank) name the same measure
+_RANK_PART = re.compile(r"(?:^|_)rank_?\d+(?:_|$)")
+
+
 def looks_like_metrics_header(header: str) -> bool:
     """True when a CSV/JSON header names a step and at least one per-step measure."""
-    keys = {_ALIASES.get(_key(k), ("", 1))[0] for k in re.split(r"[,\t;\"{}:]+", header)}
+    keys = {
+        _ALIASES.get(_RANK_PART.sub("", _key(k)), ("", 1))[0]
+        for k in re.split(r"[,\t;\"{}:]+", header)
+    }
     return "step" in keys and bool(keys & {"step_time", "comm_time", "loss", "throughput"})
+
+
+def _looks_like_bytes(col: pa.ChunkedArray) -> bool:
+    """GPU memory in GiB is below 10,000; a median above 1e6 can only be bytes."""
+    try:
+        med = pc.approximate_median(col).as_py()
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+    return med is not None and med > 1e6
 
 
 def normalise_columns(table: pa.Table) -> tuple[pa.Table, list[str]]:
@@ -118,6 +186,10 @@ def normalise_columns(table: pa.Table) -> tuple[pa.Table, list[str]]:
                 col = pc.cast(col, pa.float64(), safe=False)
                 if scale != 1:
                     col = pc.multiply(col, scale)
+                elif canonical in _MEMORY and _looks_like_bytes(col):
+                    # a unit-less memory column (torch.cuda.memory_reserved()) holds bytes
+                    col = pc.multiply(col, 2**-30)
+                    notes.append(f"column {name!r} read as bytes and converted to GiB")
                 col = pc.cast(col, want, safe=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
             notes.append(f"column {name!r} not understood as {canonical}: {exc}")

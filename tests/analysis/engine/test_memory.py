@@ -4,7 +4,7 @@ import pytest
 from apps.analysis.engine.analyzers.memory import shape_of
 from apps.analysis.engine.testing import scenarios_isolation as S
 
-from ._iso_helpers import analyze, kinds
+from ._iso_helpers import analyze, assert_evidence_exact, kinds
 
 
 @pytest.mark.parametrize(
@@ -16,8 +16,8 @@ def test_memory_curve_shapes_become_findings(shape, kind):
     (f,) = kinds(doc)[kind]
     assert f["ranks"] == [0, 1, 2, 3]
     ev = f["evidence"][0]
-    row = files["metrics.csv"].decode().split("\n")[ev["line"] - 1].split(",")
-    assert f"mem_allocated={float(row[-1]):g}" in ev["text"]
+    assert files["metrics.csv"].decode().split("\n")[ev["line"] - 1] == ev["text"]
+    assert_evidence_exact(doc, files)
 
 
 def test_flat_memory_is_healthy():

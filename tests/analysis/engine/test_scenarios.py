@@ -130,12 +130,9 @@ def test_every_finding_quotes_an_exact_line_of_its_file(jobs: Jobs, scenario: st
     out, _, doc = jobs.get(scenario, 128)
     assert doc["findings"]
     cache: dict[str, list[str]] = {}
-    # analyzers of this issue; issue #5's isolation analyzers have their own tests
     ours = {"job", "nccl", "failures", "torchrun", "retry_noise", "metrics", "verdict"}
     assert ours <= {a["name"] for a in doc["analysis"]["analyzers"]}
     for f in doc["findings"]:
-        if f.get("phase") == "isolation" or f["kind"] in ("slow_allreduce_subset",):
-            continue
         assert f["evidence"], f
         for ev in f["evidence"]:
             rel = Path(ev["file"]).relative_to(out.name)

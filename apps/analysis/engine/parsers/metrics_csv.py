@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import tempfile
 from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
 
 from ..detect import host_from_name, rank_from_name
 from ..metrics import MAX_ROWS, MetricsTable, normalise_columns
@@ -16,6 +19,12 @@ from ..model import ParseResult
 from . import ParseError, Progress, register_parser
 
 MAX_BYTES = 256 << 20
+MAX_JSONL_RAW = 64 << 20  # raw JSON-lines text kept for evidence up to this size
+_WIDE = re.compile(
+    r"^(?:(?P<m1>.+?)[\s_./:-]*(?<![A-Za-z])rank[\s_-]?(?P<r1>\d+)"
+    r"|rank[\s_-]?(?P<r2>\d+)[\s_./:-]+(?P<m2>.+))$",
+    re.IGNORECASE,
+)
 
 
 def _line_map(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, bytes]:
@@ -34,17 +43,89 @@ def _line_map(data: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, bytes]:
     return numbers, starts[keep], ends[keep], data
 
 
+def _text_of(lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes], line: int) -> str | None:
+    numbers, starts, ends, data = lines
+    i = int(np.searchsorted(numbers, line))
+    if i >= numbers.size or numbers[i] != line:
+        return None
+    return data[starts[i] : ends[i]].decode("utf-8", errors="replace")
+
+
 def _sample(
     lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes], row: int, table: pa.Table
 ) -> dict[str, Any]:
-    numbers, starts, ends, data = lines
-    i = row + 1  # line 0 of the map is the header
+    line = int(table.column("line")[row].as_py())
     step = table.column("step")[row].as_py() if "step" in table.column_names else None
-    return {
-        "line": int(numbers[i]),
-        "text": data[starts[i] : ends[i]].decode("utf-8", errors="replace"),
-        "step": step,
+    return {"line": line, "text": _text_of(lines, line) or "", "step": step}
+
+
+# raw rows kept per file as evidence: per rank evenly spaced rows plus every extreme
+MAX_RAW_ROWS = 20_000
+_EXTREME_COLS = (
+    "step_time",
+    "compute_time",
+    "comm_time",
+    "loss",
+    "grad_norm",
+    "throughput",
+    "mem_allocated",
+    "mem_reserved",
+    "mem_peak",
+)
+
+
+def _raw_rows(
+    table: pa.Table, lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes]
+) -> dict[str, str]:
+    """{line: raw text} for the rows a metric finding can quote, bounded by ``MAX_RAW_ROWS``.
+
+    Per rank: its first and last rows, evenly spaced rows between them, the rows of each
+    column's minimum and maximum, and the first non-finite/null loss after a finite one.
+    Analyzers quote the kept row nearest to the one they computed on (``_rc.row_event``).
+    """
+    n = table.num_rows
+    if n == 0 or "line" not in table.column_names:
+        return {}
+    line_col = table.column("line").to_numpy(zero_copy_only=False)
+    ranks = (
+        np.nan_to_num(table.column("rank").to_numpy(zero_copy_only=False).astype(float), nan=-1)
+        if "rank" in table.column_names
+        else np.zeros(n)
+    )
+    order = np.argsort(ranks, kind="stable")
+    groups = np.split(order, np.flatnonzero(np.diff(ranks[order])) + 1)
+    per_rank = max(8, min(64, MAX_RAW_ROWS // max(1, len(groups)) - 2 * len(_EXTREME_COLS) - 3))
+    cols = {
+        c: table.column(c).to_numpy(zero_copy_only=False).astype(float)
+        for c in _EXTREME_COLS
+        if c in table.column_names
     }
+    keep: set[int] = set()
+    for idx in groups:
+        if idx.size <= per_rank:
+            keep.update(int(i) for i in idx)
+        else:
+            keep.update(int(idx[int(j)]) for j in np.linspace(0, idx.size - 1, per_rank))
+        for c, v in cols.items():
+            vv = v[idx]
+            ok = np.isfinite(vv)
+            if ok.any():
+                keep.add(int(idx[ok][np.argmax(vv[ok])]))
+                keep.add(int(idx[ok][np.argmin(vv[ok])]))
+            if c == "loss" and ok.any() and not ok.all():
+                bad = np.flatnonzero(~ok)
+                bad = bad[bad > np.flatnonzero(ok)[0]]
+                if bad.size:
+                    keep.add(int(idx[bad[0]]))
+        if len(keep) >= MAX_RAW_ROWS:
+            break
+    out: dict[str, str] = {}
+    for i in sorted(keep)[:MAX_RAW_ROWS]:
+        ln = int(line_col[i])
+        text = _text_of(lines, ln)
+        if text is not None:
+            out[str(ln)] = text
+    return out
 
 
 def _samples(
@@ -52,7 +133,7 @@ def _samples(
 ) -> dict[str, Any]:
     """Raw rows kept as evidence, per rank: first, last, slowest, most typical, first NaN loss."""
     n = table.num_rows
-    if n == 0:
+    if n == 0 or "line" not in table.column_names:
         return {}
     ranks = (
         table.column("rank").to_numpy(zero_copy_only=False)
@@ -108,8 +189,11 @@ class MetricsParser:
         first = stream.read(1 << 16)
         body = _Rewind(first, stream)
         lines: tuple[np.ndarray, np.ndarray, np.ndarray, bytes] | None = None
-        if first.lstrip()[:1] == b"{":
-            table = self._jsonl(body, result)
+        if first[:4] == b"PAR1":
+            table = self._parquet(body, result)
+            result.facts["metrics_format"] = "parquet"
+        elif first.lstrip()[:1] == b"{":
+            table, lines = self._jsonl(body, result)
         else:
             data = body.read(MAX_BYTES + 1)
             if len(data) > MAX_BYTES:
@@ -125,6 +209,7 @@ class MetricsParser:
                 lines = None
         if "_line" not in table.column_names and lines is not None:
             table = table.append_column("_line", pa.array(lines[0][1:], pa.int64()))
+        table = _melt_wide(table, result)
         table, notes = normalise_columns(table)
         for n in notes:
             result.warn(n)
@@ -152,6 +237,35 @@ class MetricsParser:
         result.facts["metrics_columns"] = table.column_names
         if lines is not None:
             result.facts["metrics_samples"] = _samples(table, lines)
+            result.facts["metrics_rows"] = _raw_rows(table, lines)
+
+    def _parquet(self, body: _Rewind, result: ParseResult) -> pa.Table:
+        """Row groups streamed in batches; a non-seekable stream is spooled to a temp file."""
+        with tempfile.SpooledTemporaryFile(max_size=32 << 20) as spool:
+            size = 0
+            while True:
+                chunk = body.read(4 << 20)
+                if not chunk:
+                    break
+                size += len(chunk)
+                spool.write(chunk)
+            spool.seek(0)
+            result.bytes = size
+            try:
+                pf = pq.ParquetFile(spool)
+            except (pa.ArrowInvalid, OSError) as exc:
+                raise ParseError(f"not a readable Parquet file: {exc}") from None
+            batches = []
+            rows = 0
+            for batch in pf.iter_batches(batch_size=65536):
+                batches.append(batch)
+                rows += batch.num_rows
+                if rows >= MAX_ROWS:
+                    result.warn(f"metrics cut at {MAX_ROWS} rows")
+                    break
+            table = pa.Table.from_batches(batches, schema=pf.schema_arrow)
+        # Parquet has no text lines: a row is addressed by its 1-based row number
+        return table.append_column("_line", pa.array(np.arange(1, table.num_rows + 1), pa.int64()))
 
     def _csv(self, body: _Rewind, first: bytes, result: ParseResult) -> pa.Table:
         head_line = first.split(b"\n", 1)[0]
@@ -174,11 +288,19 @@ class MetricsParser:
                 break
         return pa.Table.from_batches(batches, schema=reader.schema)
 
-    def _jsonl(self, body: _Rewind, result: ParseResult) -> pa.Table:
+    def _jsonl(
+        self, body: _Rewind, result: ParseResult
+    ) -> tuple[pa.Table, tuple[np.ndarray, np.ndarray, np.ndarray, bytes] | None]:
         cols: dict[str, list[Any]] = {}
         n = 0
         bad = 0
+        line_no = 0
+        row_lines: list[int] = []
+        raw_rows: list[bytes] | None = []  # dropped past MAX_JSONL_RAW bytes
+        raw_bytes = 0
         for raw in body:
+            line_no += 1
+            text = raw.rstrip(b"\r")
             raw = raw.strip()
             if not raw:
                 continue
@@ -189,6 +311,13 @@ class MetricsParser:
                 continue
             if not isinstance(obj, dict):
                 continue
+            row_lines.append(line_no)
+            if raw_rows is not None:
+                raw_rows.append(text)
+                raw_bytes += len(text)
+                if raw_bytes > MAX_JSONL_RAW:
+                    raw_rows = None
+                    result.warn("large JSON-lines metrics: evidence lists row values")
             for k, v in obj.items():
                 if isinstance(v, int | float | str) or v is None:
                     cols.setdefault(k, [None] * n).append(v)
@@ -207,7 +336,57 @@ class MetricsParser:
                 out[k] = pa.array(v)
             except (pa.ArrowInvalid, pa.ArrowTypeError):
                 out[k] = pa.array([None if x is None else str(x) for x in v], pa.string())
-        return pa.table(out)
+        out["_line"] = pa.array(row_lines, pa.int64())
+        lines = None
+        if raw_rows is not None and raw_rows:
+            lens = np.array([len(r) for r in raw_rows], dtype=np.int64)
+            ends = np.cumsum(lens + 1) - 1
+            starts = ends - lens
+            # index 0 stands for a header (none in JSON lines); _samples/_raw_rows use line numbers
+            numbers = np.concatenate(([0], np.array(row_lines, dtype=np.int64)))
+            lines = (
+                numbers,
+                np.concatenate(([0], starts)),
+                np.concatenate(([0], ends)),
+                b"\n".join(raw_rows),
+            )
+        return pa.table(out), lines
+
+
+def _melt_wide(table: pa.Table, result: ParseResult) -> pa.Table:
+    """Wide metrics (one row per step, a column per rank: ``step_time_rank3``,
+    ``rank3/loss``) → long rows (step, rank, metric…); each long row keeps its file line."""
+    if any(c.lower() in ("rank", "global_rank", "rank_id") for c in table.column_names):
+        return table
+    per_rank: dict[int, dict[str, str]] = {}
+    shared: list[str] = []
+    for c in table.column_names:
+        m = _WIDE.match(c.strip())
+        if m and c != "_line":
+            r = int(m.group("r1") or m.group("r2"))
+            metric = (m.group("m1") or m.group("m2") or "").strip(" _./:-")
+            if metric:
+                per_rank.setdefault(r, {})[metric] = c
+                continue
+        shared.append(c)
+    if len(per_rank) < 2:
+        return table
+    if len(per_rank) * table.num_rows > MAX_ROWS:
+        result.warn(f"wide metrics cut to {MAX_ROWS} rank-rows")
+    parts = []
+    budget = MAX_ROWS
+    for r in sorted(per_rank):
+        if budget <= 0:
+            break
+        t = table.slice(0, min(table.num_rows, budget))
+        cols = {c: t.column(c) for c in shared}
+        for metric, c in per_rank[r].items():
+            cols[metric] = t.column(c)
+        cols["rank"] = pa.array([r] * t.num_rows, pa.int64())
+        parts.append(pa.table(cols))
+        budget -= t.num_rows
+    result.facts["metrics_layout"] = "wide"
+    return pa.concat_tables(parts, promote_options="permissive")
 
 
 class _Rewind:
