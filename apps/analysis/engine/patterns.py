@@ -100,6 +100,23 @@ PATTERNS: tuple[str, ...] = (
     r"[Dd]ata ?[Ll]oader (?:stall|is slow|slow|timeout|timed out|hang)",
     r"[Dd]ata loading (?:stall|is slow|slow|timeout|timed out|hang)",
     r"Read timed out",
+    # checkpoints, LR/batch-size changes, evaluation, restarts (correlation precursors;
+    # rare lines only: never the per-iteration "learning rate:" field)
+    r"aving checkpoint at iteration",
+    r"uccessfully saved checkpoint",
+    r"oading checkpoint from",
+    r"uccessfully loaded checkpoint",
+    r"Saving model checkpoint",
+    r"Checkpoint global_step[0-9]+ is ready",
+    r", saving model to ",
+    r"Restoring states from the checkpoint",
+    r"educing learning rate",
+    r"Adjusting learning rate of group",
+    r"atch size changed to",
+    r"validation loss at iteration",
+    r"Running Evaluation",
+    r"Restarting worker group",
+    r"will restart worker group",
     # success markers (a run that finished)
     r"\(SUCCEEDED\)",
     r"[Tt]raining (?:completed|finished|done)",
