@@ -125,3 +125,78 @@ def test_times_without_a_year_stay_yearless_in_the_chain() -> None:
     times = [s["time"] for s in doc["root_cause"]["chain"] if s.get("time")]
     assert times and all(t.startswith("0000-12-06T") for t in times)
     assert all("2000-" not in s["event"] for s in doc["root_cause"]["chain"])
+
+
+def _megatron_log() -> str:
+    out = []
+    for it in range(100, 1300, 100):
+        out.append(
+            f"[rank0]: [2031-03-04 05:{it // 100:02d}:00] iteration {it:8d}/  100000 | "
+            f"consumed samples: {it * 256:12d} | lm loss: 2.{99 - it // 100:02d}E+00 | "
+            "number of skipped iterations:   0 | number of nan iterations:   0 |"
+        )
+        if it % 500 == 0:
+            out.append(f"[rank0]:  saving checkpoint at iteration {it:7d} to /ckpt/exp42")
+            out.append(
+                f"[rank0]:   successfully saved checkpoint from iteration {it:7d} to /ckpt/exp42 "
+                "[ t 1/4, p 1/2 ]"
+            )
+    out.append(
+        "[rank0]: [2031-03-04 05:13:00] iteration     1240/  100000 | consumed samples: "
+        "317440 | lm loss: nan | number of skipped iterations:   1 | number of nan iterations:"
+        "   1 |"
+    )
+    return "\n".join(out) + "\n"
+
+
+def test_checkpoint_lines_give_the_last_clean_checkpoint_and_postmortem_steps() -> None:
+    r = _parse("rank_0.log", _megatron_log())
+    saved = [e for e in r.events if e.kind == "checkpoint_saved"]
+    assert [e.fields["step"] for e in saved] == [500, 1000]
+    assert [e.fields["step"] for e in r.events if e.kind == "checkpoint_save"] == [500, 1000]
+    doc = engine.analyze([r])
+    assert doc["triage"]["category"] == "NUMERICAL"
+    assert doc["isolation"]["numerics"]["last_clean_checkpoint_step"] == 1000
+    assert doc["job"]["last_step"] == 1240
+    assert doc["job"]["last_checkpoint_step"] == 1000
+
+
+def test_lifecycle_lines_are_events_with_their_values() -> None:
+    text = "\n".join(
+        [
+            "Epoch 00007: reducing learning rate of group 0 to 2.5000e-05.",
+            "[INFO] [nemo_logging:381] Epoch 1, global step 4000: 'val_loss' reached 1.87 "
+            "(best 1.87), saving model to '/res/ckpt/epoch=1-step=4000.ckpt' as top 3",
+            "[2031-03-04 06:00:00] [INFO] [torch_checkpoint_engine.py:33:commit] "
+            "[Torch] Checkpoint global_step4200 is ready now!",
+            "[INFO] [nemo_logging:381] Restoring states from the checkpoint path at /res/last.ckpt",
+            " validation loss at iteration 4500 | lm loss value: 1.9E+00 |",
+            "[W] [default] Worker group FAILED. 2/3 attempts left; will restart worker group",
+            "INFO:torch.distributed.elastic.agent.server.api:[default] Restarting worker group",
+        ]
+    )
+    r = _parse("rank_0.log", text + "\n")
+    got = [(e.kind, e.fields.get("step", e.fields.get("lr"))) for e in r.events]
+    assert got == [
+        ("lr_change", 2.5e-05),
+        ("checkpoint_saved", 4000),
+        ("checkpoint_saved", 4200),
+        ("checkpoint_loaded", None),
+        ("eval", 4500),
+        ("restart", None),
+        ("restart", None),
+    ]
+
+
+def test_metrics_give_postmortem_throughput_and_step_time() -> None:
+    rows = ["step,rank,step_time,tokens_per_sec"]
+    for s in range(1, 201):
+        slow = s > 160
+        for rk in range(4):
+            rows.append(f"{s},{rk},{1.5 if slow else 1.0},{8000 if slow else 12000}")
+    doc = engine.analyze([_parse("metrics.csv", "\n".join(rows) + "\n")])
+    m = doc["metrics"]
+    assert m["baseline_throughput"] == 12000 and m["degraded_throughput"] == 8000
+    assert m["baseline_step_time"] == 1.0 and m["step_time"] == 1.0
+    assert doc["job"]["last_step"] == 200
+    assert "last_checkpoint_step" not in doc["job"]

@@ -176,6 +176,7 @@ def _load_builtin() -> None:
         nccl,
         noise,
         numerics,
+        postmortem_inputs,
         proposals,
         storage,
         torchrun,

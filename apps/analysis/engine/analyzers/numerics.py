@@ -78,6 +78,8 @@ class NumericsAnalyzer:
                 self._stall(ctx, name, m, iso)
             if m.has("step_time"):
                 self._regression(ctx, name, m, iso)
+        if "numerics" not in iso:
+            self._nan_from_logs(ctx, iso)
         p, mb = ctx.options.pipeline_stages, ctx.options.micro_batches
         if p and mb and p > 0 and mb > 0:
             frac = (p - 1) / (mb + p - 1)
@@ -147,6 +149,43 @@ class NumericsAnalyzer:
             detail="Restart from the last checkpoint before the spike with a lower learning rate or tighter gradient "
             "clipping, and inspect the data of the spike step.",
             confidence=0.8,
+            evidence_events=evs,
+            category="NUMERICAL",
+            **{k: v for k, v in out.items() if k != "file"},
+        )
+
+    def _nan_from_logs(self, ctx: Context, iso: dict[str, Any]) -> None:
+        """No metrics file: the first NaN/Inf loss line with a step, and the last checkpoint
+        saved before it (checkpoint lines of the same logs)."""
+        nans = [e for e in ctx.kinds("nan_loss") if isinstance(e.fields.get("step"), int)]
+        if not nans:
+            return
+        first = min(nans, key=lambda e: (e.fields["step"], e.file, e.line))
+        nan_step = first.fields["step"]
+        out: dict[str, Any] = {"first_nonfinite_step": nan_step, "file": first.file}
+        evs = [first]
+        ckpts = [
+            e
+            for e in ctx.kinds(*CHECKPOINT_KINDS)
+            if isinstance(e.fields.get("step"), int) and e.fields["step"] < nan_step
+        ]
+        if ckpts:
+            last = max(ckpts, key=lambda e: (e.fields["step"], e.kind == "checkpoint_saved"))
+            out["last_clean_checkpoint_step"] = last.fields["step"]
+            evs.append(last)
+        iso["numerics"] = out
+        ck = (
+            f"; last clean checkpoint: step {out['last_clean_checkpoint_step']}"
+            if "last_clean_checkpoint_step" in out
+            else f"; restart from a checkpoint before step {nan_step}"
+        )
+        ctx.add_finding(
+            phase="isolation",
+            kind="nan_onset",
+            title=f"First non-finite loss at step {nan_step}{ck}",
+            detail="Restart from the last checkpoint before it with a lower learning rate or tighter "
+            "gradient clipping, and inspect the data of that step.",
+            confidence=0.75,
             evidence_events=evs,
             category="NUMERICAL",
             **{k: v for k, v in out.items() if k != "file"},

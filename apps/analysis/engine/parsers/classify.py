@@ -397,6 +397,9 @@ def _classify_other(msg: str) -> Result:
         return "nccl_error", f
     if "Segmentation fault" in msg or "Fatal Python error" in msg:
         return "segfault", {"what": msg[:200]}
+    lc = _lifecycle(msg)
+    if lc is not None:
+        return lc
     m = _RX["exception"].search(msg)
     if m:
         etype = m.group("type")
@@ -425,6 +428,48 @@ def _classify_other(msg: str) -> Result:
         or "` reached" in msg
     ):
         return "run_succeeded", {}
+    return None
+
+
+_STEP_IN = re.compile(
+    r"(?:at |from |iteration|global_step|global step|step[=_ ]|checkpoint-)\s*(?P<s>\d+)"
+)
+_LR_TO = re.compile(r"learning rate(?: of group \d+)? to (?P<v>\d[\d.]*(?:[eE][+-]?\d+)?)")
+_BS_TO = re.compile(r"atch size changed to (?P<v>\d+)")
+
+
+def _step_of(msg: str) -> dict[str, Any]:
+    m = _STEP_IN.search(msg)
+    return {"step": int(m.group("s"))} if m else {}
+
+
+def _lifecycle(msg: str) -> Result:
+    """Checkpoint save/load, LR/batch-size change, evaluation, worker-group restart
+    (Megatron, DeepSpeed, HF Trainer, Lightning/NeMo, PyTorch schedulers, torchrun)."""
+    if (
+        "uccessfully saved checkpoint" in msg
+        or "is ready now" in msg
+        or ", saving model to " in msg
+    ):
+        return "checkpoint_saved", _step_of(msg)
+    if "aving checkpoint at iteration" in msg or "Saving model checkpoint" in msg:
+        return "checkpoint_save", _step_of(msg)
+    if (
+        "oading checkpoint from" in msg
+        or "uccessfully loaded checkpoint" in msg
+        or "Restoring states from the checkpoint" in msg
+    ):
+        return "checkpoint_loaded", _step_of(msg)
+    if "educing learning rate" in msg or "Adjusting learning rate of group" in msg:
+        m = _LR_TO.search(msg)
+        return "lr_change", ({"lr": float(m.group("v"))} if m else {})
+    if "atch size changed to" in msg:
+        m = _BS_TO.search(msg)
+        return "batch_size_change", ({"batch_size": int(m.group("v"))} if m else {})
+    if "validation loss at iteration" in msg or "Running Evaluation" in msg:
+        return "eval", _step_of(msg)
+    if "Restarting worker group" in msg or "will restart worker group" in msg:
+        return "restart", {"what": msg[:200]}
     return None
 
 

@@ -31,7 +31,15 @@ TAIL = 16 << 10
 INDEX_STEP = 1 << 20
 MAX_LINE = 4 << 20  # a "line" longer than this is cut (binary junk, a minified blob)
 # kinds where the last occurrence matters as much as the first
-_KEEP_LAST = {"nccl_progress", "retry", "connection_error", "nan_loss", "run_succeeded"}
+_KEEP_LAST = {
+    "nccl_progress",
+    "retry",
+    "connection_error",
+    "nan_loss",
+    "run_succeeded",
+    "checkpoint_saved",
+    "checkpoint_save",
+}
 # parse buffers kept for the next file parsed in this process (one per concurrent parse)
 _BUFFERS: list[bytearray] = []
 _NCCL_KINDS = {
