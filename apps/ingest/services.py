@@ -422,6 +422,7 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
     )
     lost = Artifact.objects.filter(parse_status=ParseStatus.QUEUED, enqueued_at__lt=queued_cutoff)
     stuck = Artifact.objects.filter(parse_status=ParseStatus.PARSING, parse_started_at__lt=stale)
+    stuck_ids: set[int] = set()
     ids = list(pending.values_list("pk", flat=True)[:limit])
     ids += list(lost.values_list("pk", flat=True)[: max(0, limit - len(ids))])
     for pk, attempts in stuck.values_list("pk", "parse_attempts")[: max(0, limit - len(ids))]:
@@ -436,16 +437,21 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
             )
         else:
             ids.append(pk)
+            stuck_ids.add(pk)
     enqueuer = _Enqueuer()
     sent = 0
     for pk in ids:
         if not enqueuer.send(pk):
             continue
         sent += 1
-        # a re-sent queued row waits a full window again before the next re-send
-        Artifact.objects.filter(pk=pk, parse_status=ParseStatus.QUEUED).update(
-            enqueued_at=timezone.now()
-        )
+        # Re-sent: back to queued (an orphaned parse too, unless a worker took it in the
+        # meantime), and it waits a full window before the next re-send.
+        rows = Artifact.objects.filter(pk=pk, parse_status=ParseStatus.QUEUED)
+        if pk in stuck_ids:
+            rows = Artifact.objects.filter(
+                pk=pk, parse_status=ParseStatus.PARSING, parse_started_at__lt=stale
+            )
+        rows.update(parse_status=ParseStatus.QUEUED, enqueued_at=timezone.now())
     return sent
 
 
