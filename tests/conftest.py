@@ -177,12 +177,17 @@ def celery_worker_process(transactional_db) -> Iterator[WorkerProcess]:
         worker.stop()
 
 
-def wait_for(predicate, *, timeout: float = 60.0, interval: float = 0.2, message: str = ""):
-    """Poll until `predicate()` is truthy; fail the test with `message` on timeout."""
+def wait_for(predicate, *, timeout: float = 60.0, interval: float = 0.2, message=""):
+    """Poll until `predicate()` is truthy; fail the test with `message` on timeout.
+
+    `message` may be a callable, so that what it reports (a worker's log, say) is read
+    when the wait fails rather than when it starts.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
         if value:
             return value
         time.sleep(interval)
-    pytest.fail(message or f"condition not met within {timeout} s")
+    text = message() if callable(message) else message
+    pytest.fail(text or f"condition not met within {timeout} s")

@@ -15,5 +15,5 @@ def test_a_task_runs_on_a_real_worker_over_redis(celery_worker_process, settings
     wait_for(
         lambda: cache.get(f"rankscope:ping:{token}") == "pong",
         timeout=60,
-        message=f"the worker never ran the task; its log:\n{celery_worker_process.log()}",
+        message=lambda: f"the worker never ran the task; its log:\n{celery_worker_process.log()}",
     )

@@ -33,7 +33,7 @@ def test_a_64_rank_tar_gz_is_expanded_parsed_by_workers_and_analysed_once(
     wait_for(
         all_parsed,
         timeout=90,
-        message=f"not parsed; worker log:\n{celery_worker_process.log()[-3000:]}",
+        message=lambda: f"not parsed; worker log:\n{celery_worker_process.log()[-3000:]}",
     )
 
     artifacts = {a.display_name: a for a in Artifact.objects.filter(incident=incident)}

@@ -84,7 +84,7 @@ def test_uploads_while_the_broker_is_down_are_kept_then_parsed_and_analysed_once
             run = wait_for(
                 lambda: AnalysisRun.objects.filter(incident=incident, status__in=FINISHED).first(),
                 timeout=60,
-                message=f"the burst was not parsed and analysed:\n{worker.log()[-3000:]}",
+                message=lambda: f"the burst was not parsed and analysed:\n{worker.log()[-3000:]}",
             )
             # a later auditor pass finds nothing left to do
             assert analysis_tasks.analysis_audit()["artifacts_requeued"] == 0

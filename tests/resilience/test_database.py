@@ -144,13 +144,13 @@ def test_a_parse_task_whose_connection_is_terminated_retries_and_finishes(
         wait_for(
             lambda: Artifact.objects.filter(pk=artifact.pk, parse_status="parsing").exists(),
             timeout=30,
-            message=f"the worker never started the parse:\n{worker.log()[-3000:]}",
+            message=lambda: f"the worker never started the parse:\n{worker.log()[-3000:]}",
         )
         assert terminate_backends(others=True) >= 1  # the worker's connection
         wait_for(
             lambda: Artifact.objects.filter(pk=artifact.pk, parse_status="parsed").exists(),
             timeout=30,
-            message=f"the parse did not retry to completion:\n{worker.log()[-3000:]}",
+            message=lambda: f"the parse did not retry to completion:\n{worker.log()[-3000:]}",
         )
     finally:
         worker.stop()

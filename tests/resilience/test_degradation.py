@@ -30,7 +30,7 @@ def test_a_file_that_fails_to_parse_is_named_on_the_panel_beside_the_others_find
     run = wait_for(
         lambda: AnalysisRun.objects.filter(incident=incident, status__in=FINISHED).first(),
         timeout=45,
-        message=f"no finished analysis:\n{celery_worker_process.log()[-3000:]}",
+        message=lambda: f"no finished analysis:\n{celery_worker_process.log()[-3000:]}",
     )
     assert run.status == RunStatus.SUCCEEDED, run.error  # the others were analysed
     assert AnalysisRun.objects.filter(incident=incident).count() == 1

@@ -78,7 +78,7 @@ def test_a_parse_that_hits_the_soft_time_limit_is_marked_failed_saying_so(
         wait_for(
             lambda: Artifact.objects.filter(pk=artifact.pk, parse_status="failed").exists(),
             timeout=30,
-            message=f"the parse was not stopped at its soft limit:\n{worker.log()[-3000:]}",
+            message=lambda: f"the parse was not stopped at its soft limit:\n{worker.log()[-3000:]}",
         )
         assert worker.proc.poll() is None  # the worker is free for the next file
     finally:

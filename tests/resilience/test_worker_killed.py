@@ -38,7 +38,9 @@ def _mid_parse(artifact: Artifact, worker: WorkerProcess) -> None:
             and default_storage.exists(services.parsed_key_for(artifact))
         ),
         timeout=40,
-        message=f"the worker never reached the middle of the parse:\n{worker.log()[-3000:]}",
+        message=lambda: (
+            f"the worker never reached the middle of the parse:\n{worker.log()[-3000:]}"
+        ),
     )
 
 
@@ -77,7 +79,7 @@ def test_a_parse_whose_whole_worker_was_killed_is_finished_by_a_new_worker_with_
         wait_for(
             lambda: Artifact.objects.filter(pk=artifact.pk, parse_status="parsed").exists(),
             timeout=40,
-            message=f"the re-sent parse did not finish:\n{fresh.log()[-3000:]}",
+            message=lambda: f"the re-sent parse did not finish:\n{fresh.log()[-3000:]}",
         )
     finally:
         fresh.stop()
@@ -112,7 +114,7 @@ def test_a_parse_whose_pool_process_was_killed_is_redelivered_at_once(
         wait_for(
             lambda: Artifact.objects.filter(pk=artifact.pk, parse_status="parsed").exists(),
             timeout=40,
-            message=f"the rejected parse was not redelivered:\n{worker.log()[-3000:]}",
+            message=lambda: f"the rejected parse was not redelivered:\n{worker.log()[-3000:]}",
         )
         assert worker.proc.poll() is None
     finally:
