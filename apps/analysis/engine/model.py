@@ -169,5 +169,12 @@ class Options:
 
 
 def evidence(e: Event) -> dict[str, Any]:
-    """An evidence reference for the document: exact raw text, file, 1-based line."""
-    return {"file": e.file, "line": e.line, "text": e.text}
+    """An evidence reference for the document: exact raw text, file, 1-based line.
+
+    ``described: true`` marks a text that describes the evidence (a pickle entry)
+    rather than quoting a line of the file.
+    """
+    ref = {"file": e.file, "line": e.line, "text": e.text}
+    if e.fields.get("described"):
+        ref["described"] = True
+    return ref

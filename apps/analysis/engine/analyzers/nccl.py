@@ -136,7 +136,15 @@ class NcclAnalyzer:
                     for (_rk, p), r in rows.items()
                     if p == pg and r["last_enqueued"] is not None
                 ]
-                targets[pg] = max(enq) if enq else None
+                pending = any(
+                    r["last_enqueued"] > r["last_completed"]
+                    for (_rk, p), r in rows.items()
+                    if p == pg
+                    and r["last_enqueued"] is not None
+                    and r["last_completed"] is not None
+                )
+                # nothing pending on any rank of the group: nobody waits, nothing is stuck there
+                targets[pg] = max(enq) if enq and pending else None
         if "0" in targets and "?" in targets and targets["0"] is None:
             targets["0"] = targets["?"]
         for r in rows.values():

@@ -11,14 +11,21 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import re
 from typing import Any, BinaryIO
 
-from ..detect import rank_from_name
+from ..detect import basename, rank_from_name
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
 
 MAX_BYTES = 256 << 20
-KEEP_ENTRIES = 64  # newest entries kept per process group
+KEEP_ENTRIES = 2000  # newest entries kept per process group (what the cross-rank check compares)
+KEEP_TOTAL = 10_000  # newest entries kept per dump over all its process groups
+MAX_TENSORS = 16  # shapes kept per entry side (numel totals stay exact)
+MAX_QUOTE = 600  # characters of a compact JSON entry quoted as evidence
+
+_SUFFIX_RANK = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?$", re.I)
+_SEQ_KEY = re.compile(rb'"collective_seq_id"\s*:')
 
 
 class SafeUnpickler(pickle.Unpickler):
@@ -42,6 +49,93 @@ def _num(v: Any) -> int | None:
 def _op(profiling_name: str) -> str:
     # "nccl:all_reduce" → "all_reduce"; "nccl:send 1->2" → "send"
     return profiling_name.split(":", 1)[-1].split(" ", 1)[0] if profiling_name else ""
+
+
+def rank_of_dump(name: str) -> int | None:
+    """Global rank from a dump's file name: ``DebugInfoWriter`` writes ``{prefix}{rank}``.
+
+    The numeric suffix wins (``nccl_trace_rank_container-node02_5`` → 5), then a
+    ``rank_N`` token anywhere in the name.
+    """
+    m = _SUFFIX_RANK.search(basename(name))
+    if m:
+        return int(m.group(1))
+    return rank_from_name(name)
+
+
+def parse_ranks(text: Any) -> list[list[int]] | None:
+    """``pg_config`` ``ranks`` (``"[0, 1, 2]"``) → ranges ``[[0, 2]]``; None when it names none."""
+    if isinstance(text, list | tuple):
+        nums = [n for n in (_num(x) for x in text) if n is not None]
+    else:
+        nums = [int(x) for x in re.findall(r"\d+", str(text))]
+    if not nums:
+        return None
+    out: list[list[int]] = []
+    for n in sorted(set(nums)):
+        if out and out[-1][1] == n - 1:
+            out[-1][1] = n
+        else:
+            out.append([n, n])
+    return out
+
+
+def _shapes(v: Any) -> tuple[list[list[int]], int, int]:
+    """Per-tensor shapes (first ``MAX_TENSORS``), tensor count and total numel."""
+    if not isinstance(v, list | tuple):
+        return [], 0, 0
+    shapes: list[list[int]] = []
+    total = 0
+    for t in v:
+        dims = (
+            [d for d in (_num(x) for x in t) if d is not None]
+            if isinstance(t, list | tuple)
+            else []
+        )
+        n = 1
+        for d in dims:
+            n *= d
+        total += n
+        if len(shapes) < MAX_TENSORS:
+            shapes.append(dims[:8])
+    return shapes, len(v), total
+
+
+def _dtypes(v: Any) -> list[str]:
+    return [str(x)[:32] for x in v[:MAX_TENSORS]] if isinstance(v, list | tuple) else []
+
+
+def _json_locations(data: bytes, n_entries: int) -> list[tuple[int, int]] | None:
+    """(1-based line, byte offset) of each entry's ``"collective_seq_id"`` key, in entry order."""
+    locs: list[tuple[int, int]] = []
+    line, prev = 1, 0
+    for m in _SEQ_KEY.finditer(data):
+        line += data.count(b"\n", prev, m.start())
+        prev = m.start()
+        locs.append((line, m.start()))
+    return locs if len(locs) == n_entries else None
+
+
+def _json_quote(data: bytes, pos: int) -> str:
+    """The raw text that shows the entry: the whole entry when it sits on one line, else its line."""
+    ls = data.rfind(b"\n", 0, pos) + 1
+    le = data.find(b"\n", pos)
+    le = len(data) if le < 0 else le
+    brace = data.rfind(b"{", 0, pos)
+    close = data.find(b"}", pos)
+    if brace >= ls and 0 <= close < le:
+        raw = data[brace : min(close + 1, brace + MAX_QUOTE)]
+    else:
+        raw = data[ls:le][:MAX_QUOTE]
+    return raw.decode("utf-8", errors="replace").rstrip("\r")
+
+
+def _describe(pg: str, e: dict[str, Any]) -> str:
+    return (
+        f"entry record_id={e['record_id']} pg {pg} {e['profiling_name'] or e['op']} "
+        f"collective_seq_id={e['seq']} state={e['state']} input_sizes={e['input_sizes']} "
+        f"output_sizes={e['output_sizes']} input_dtypes={e['input_dtypes']}"
+    )[:MAX_QUOTE]
 
 
 class FlightRecorderParser:
@@ -71,10 +165,14 @@ class FlightRecorderParser:
             fmt = "json"
         if not isinstance(dump, dict) or ("entries" not in dump and "pg_status" not in dump):
             raise ParseError("not a flight-recorder dump: no 'entries' or 'pg_status'")
-        rank = rank_from_name(result.name)
-        if rank is None:
-            digits = "".join(ch for ch in reversed(result.name) if ch.isdigit())
-            rank = int(digits[::-1]) if digits and result.name[-1].isdigit() else None
+        rank = rank_of_dump(result.name)
+        own = _num(dump.get("rank", dump.get("global_rank")))
+        if own is not None:
+            if rank is not None and rank != own:
+                result.warn(
+                    f"the file name says rank {rank}, the dump says rank {own}; using {own}"
+                )
+            rank = own
         if rank is None:
             result.warn("the rank could not be told from the dump's file name")
         pg_status: dict[str, Any] = {}
@@ -89,38 +187,67 @@ class FlightRecorderParser:
         for gname, cfg in (dump.get("pg_config") or {}).items():
             if isinstance(cfg, dict):
                 pg_config[str(gname)] = {
-                    "desc": str(cfg.get("desc", "")),
-                    "ranks": str(cfg.get("ranks", ""))[:2000],
+                    "desc": str(cfg.get("desc", ""))[:200],
+                    "ranks": parse_ranks(cfg.get("ranks", "")),
                 }
-        by_pg: dict[str, list[dict[str, Any]]] = {}
-        for e in dump.get("entries") or []:
+        raw_entries = dump.get("entries") or []
+        if not isinstance(raw_entries, list):
+            raw_entries = []
+        locs = _json_locations(data, len(raw_entries)) if fmt == "json" else None
+        by_pg: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+        pg_names: dict[str, list[str]] = {}
+        for i, e in enumerate(raw_entries):
             if not isinstance(e, dict):
                 continue
             pgt = e.get("process_group") or ("", "")
-            pg = str(e.get("pg_id", pgt[0] if isinstance(pgt, list | tuple) and pgt else ""))
-            by_pg.setdefault(pg, []).append(
-                {
+            pgt = pgt if isinstance(pgt, list | tuple) else (str(pgt), "")
+            pg = str(e.get("pg_id", pgt[0] if pgt else ""))
+            if pg not in pg_names:
+                pg_names[pg] = [str(pgt[0]) if pgt else "", str(pgt[1]) if len(pgt) > 1 else ""]
+            by_pg.setdefault(pg, []).append((i, e))
+        per_pg = max(100, min(KEEP_ENTRIES, KEEP_TOTAL // max(1, len(by_pg))))
+        entries: dict[str, list[dict[str, Any]]] = {}
+        for pg, lst in by_pg.items():
+            kept = []
+            for i, e in lst[-per_pg:]:
+                ins, n_in, numel_in = _shapes(e.get("input_sizes"))
+                outs, n_out, numel_out = _shapes(e.get("output_sizes"))
+                pname = str(e.get("profiling_name", ""))[:120]
+                x: dict[str, Any] = {
                     "record_id": _num(e.get("record_id")),
                     "seq": _num(e.get("collective_seq_id")),
                     "p2p_seq": _num(e.get("p2p_seq_id")),
-                    "op": _op(str(e.get("profiling_name", ""))),
-                    "state": str(e.get("state", "")),
-                    "input_sizes": str(e.get("input_sizes", ""))[:200],
-                    "output_sizes": str(e.get("output_sizes", ""))[:200],
-                    "dtypes": str(e.get("input_dtypes", ""))[:100],
+                    "op": _op(pname),
+                    "profiling_name": pname,
+                    "state": str(e.get("state", ""))[:20],
+                    "input_sizes": ins,
+                    "output_sizes": outs,
+                    "n_inputs": n_in,
+                    "n_outputs": n_out,
+                    "input_numel": numel_in,
+                    "output_numel": numel_out,
+                    "input_dtypes": _dtypes(e.get("input_dtypes")),
+                    "output_dtypes": _dtypes(e.get("output_dtypes")),
                     "timeout_ms": _num(e.get("timeout_ms")),
                     "is_p2p": bool(e.get("is_p2p", False)),
-                    "group": str(pgt[0]) if isinstance(pgt, list | tuple) and pgt else "",
-                    "desc": str(pgt[1]) if isinstance(pgt, list | tuple) and len(pgt) > 1 else "",
                 }
-            )
-        entries = {pg: lst[-KEEP_ENTRIES:] for pg, lst in by_pg.items()}
+                if locs is not None:
+                    x["line"], x["text"], x["described"] = (
+                        locs[i][0],
+                        _json_quote(data, locs[i][1]),
+                        False,
+                    )
+                else:
+                    x["line"], x["text"], x["described"] = 1, _describe(pg, x), True
+                kept.append(x)
+            entries[pg] = kept
         result.flight_recorder = {
             "format": fmt,
             "version": str(dump.get("version", "")),
             "rank": rank,
             "pg_status": pg_status,
             "pg_config": pg_config,
+            "pg_names": pg_names,
             "entries": entries,
             "entry_counts": {pg: len(lst) for pg, lst in by_pg.items()},
         }
@@ -149,11 +276,12 @@ class FlightRecorderParser:
                             "op": first["op"].upper() if first else None,
                             "timeout_ms": first["timeout_ms"] if first else None,
                             "synthetic_text": True,
+                            "described": True,
                         },
                         file=result.name,
                     )
                 )
-        result.lines = 1
+        result.lines = data.count(b"\n") + 1 if fmt == "json" else 1
 
 
 register_parser(FlightRecorderParser())
