@@ -198,7 +198,9 @@ def incident_update(
         setattr(incident, name, fields[name])
     if changed:
         incident.full_clean(exclude=["created_by"])
-        incident.save()
+        # Only the edited columns: a full save from this (possibly stale) copy would
+        # undo a status or phase change another request made meanwhile.
+        incident.save(update_fields=[*changed, "updated_at"])
         incident_event_add(
             incident=incident,
             kind="incident.updated",

@@ -68,3 +68,18 @@ def test_the_timeline_is_append_only(incident):
     event.message = "rewritten history"
     with pytest.raises(ValueError, match="append-only"):
         event.save()
+
+
+def test_editing_fields_on_a_stale_copy_keeps_a_status_change_made_meanwhile(incident, owner):
+    from apps.incidents.models import Incident
+    from apps.incidents.services import incident_update
+
+    stale = Incident.objects.get(pk=incident.pk)
+    incident_change_status(incident=incident, to_status="mitigated", actor=owner)
+    incident_change_phase(incident=incident, to_phase="localization", actor=owner)
+    incident_update(incident=stale, actor=owner, title="renamed")
+    fresh = Incident.objects.get(pk=incident.pk)
+    assert fresh.title == "renamed"
+    assert fresh.status == Status.MITIGATED
+    assert fresh.phase == "localization"
+    assert fresh.mitigated_at is not None
