@@ -10,6 +10,7 @@ from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from apps.accounts.models import Team
 from apps.incidents.models import PHASE_ORDER, Incident, Phase
 
 
@@ -55,6 +56,17 @@ def incident_get_for_user(*, user: AbstractBaseUser | AnonymousUser, code: str) 
     if incident is None:
         raise Http404("No such incident")
     return incident
+
+
+def incident_for_job(
+    *, team: Team, cluster: str, job_id: str, run_key: str = ""
+) -> Incident | None:
+    """The team's incident for this job run, if one is open already (the unique key)."""
+    if not job_id:
+        return None
+    return Incident.objects.filter(
+        team=team, cluster=cluster, job_id=job_id, run_key=run_key
+    ).first()
 
 
 def cluster_names_for_user(*, user: AbstractBaseUser | AnonymousUser) -> list[str]:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -38,15 +39,28 @@ def incident_list(request: HttpRequest) -> HttpResponse:
 def incident_create(request: HttpRequest) -> HttpResponse:
     teams = team_list_for_user(user=request.user)
     form = IncidentForm(request.POST or None, teams=teams)
+    existing = None
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
-        incident = services.incident_create(
-            actor=request.user,
-            **{k: v for k, v in data.items() if v is not None and v != ""},
-        )
-        messages.success(request, "Incident opened. Drop the logs and metrics in below.")
-        return redirect("incidents:detail", code=incident.code)
-    return render(request, "incidents/create.html", {"form": form, "has_team": teams.exists()})
+        try:
+            incident = services.incident_create(
+                actor=request.user,
+                **{k: v for k, v in data.items() if v is not None and v != ""},
+            )
+        except ValidationError:
+            # The form cannot see the one-incident-per-job constraint (run_key is not a
+            # form field), so the service's check is the one that answers.
+            existing = selectors.incident_for_job(
+                team=data["team"], cluster=data.get("cluster", ""), job_id=data.get("job_id", "")
+            )
+            if existing is None:
+                raise
+            form.add_error(None, "An incident for this cluster and job id already exists.")
+        else:
+            messages.success(request, "Incident opened. Drop the logs and metrics in below.")
+            return redirect("incidents:detail", code=incident.code)
+    context = {"form": form, "has_team": teams.exists(), "existing": existing}
+    return render(request, "incidents/create.html", context)
 
 
 @require_GET

@@ -132,3 +132,21 @@ def test_healthz_reports_database_and_broker(client):
     assert response.status_code == 200, data
     assert data["database"]["ok"] and data["database"]["vendor"] == "postgresql"
     assert data["broker"]["ok"] and data["broker"]["transport"] == "redis"
+
+
+def test_opening_a_second_incident_for_the_same_job_says_it_exists(owner_client, team, incident):
+    response = owner_client.post(
+        reverse("incidents:create"),
+        {
+            "team": team.pk,
+            "title": "same job again",
+            "cluster": incident.cluster,
+            "job_id": incident.job_id,
+            "framework": "pytorch",
+        },
+    )
+    assert response.status_code == 200  # the form comes back, not a server error
+    body = response.content.decode()
+    assert "already" in body
+    assert reverse("incidents:detail", args=[incident.code]) in body
+    assert not Incident.objects.filter(title="same job again").exists()
