@@ -291,9 +291,17 @@ class FlightRecorderAnalyzer:
             break
         else:
             if without:
+                waiting = sorted(
+                    r for r in with_dump if (e := seqs[r].get(hi)) and e["state"] != "completed"
+                )
                 res["outcome"] = "undecided"
+                res["seq"] = hi
+                res["waiting_ranks"] = waiting[:MAX_LISTED]
+                res["_evidence"] = [dumps[r].event(g["pg_id"][r], seqs[r][hi]) for r in waiting[:1]]
                 res["detail"] = (
-                    f"no divergence among the {len(with_dump)} dumps; {len(without)} rank(s) have no dump"
+                    f"no divergence among the {len(with_dump)} dump(s)"
+                    + (f"; {len(waiting)} wait in seq {hi}" if waiting else "")
+                    + f"; rank(s) {_short(without)} have no dump"
                 )
         return res
 
@@ -465,6 +473,7 @@ class FlightRecorderAnalyzer:
     ) -> None:
         rank_host = ctx.facts.get("rank_host", {})
         stragglers: list[tuple[dict[str, Any], int]] = []
+        undecided: list[tuple[dict[str, Any], list[Event]]] = []
         for g in out:
             evid = g.pop("_evidence", [])
             st_ev = g.pop("_state_evidence", [])
@@ -518,20 +527,7 @@ class FlightRecorderAnalyzer:
                                 }
                             )
             elif o == "undecided":
-                ctx.add_finding(
-                    phase="localization",
-                    kind="fr_partial",
-                    title=f"Flight-recorder analysis of PG {g['pg']} is partial: {g['detail']}",
-                    detail=(f"Ranks without a dump: {_short(without, 16)}. " if without else "")
-                    + "Nothing in the dumps that exist tells which rank held the others up; no rank is blamed.",
-                    confidence=0.5,
-                    ranks=[],
-                    evidence_events=evid
-                    or [
-                        d.status_event(next(iter(d.fr["pg_status"]), "0"))
-                        for d in list(dumps.values())[:1]
-                    ],
-                )
+                undecided.append((g, evid))
             if "state" in g and st_ev and o == "matched":
                 st = g["state"]
                 ctx.add_finding(
@@ -543,16 +539,25 @@ class FlightRecorderAnalyzer:
                     ranks=st["waiting_ranks"],
                     evidence_events=st_ev,
                 )
-        if without and not any(g["outcome"] == "undecided" for g in out):
+        if without or undecided:
             d = next(iter(dumps.values()))
+            evs = [e for _g, ev in undecided for e in ev[:1]]
+            evs = evs or [d.status_event(next(iter(d.fr["pg_status"]), "0"))]
+            what = (
+                f"no dump from rank(s) {_short(without, 16)}"
+                if without
+                else "some ranks hold no record of the collective compared"
+            )
             ctx.add_finding(
                 phase="localization",
                 kind="fr_partial",
-                title=f"No flight-recorder dump from rank(s) {_short(without, 16)}: the comparison is partial",
-                detail="The ranks without a dump are not blamed; a divergence among them would go unseen.",
+                title=f"Flight-recorder comparison is partial: {what}",
+                detail=" ".join(f"PG {g['pg']}: {g['detail']}." for g, _ev in undecided[:4])
+                + " Ranks without a dump are not blamed, and neither is any rank by default:"
+                " a divergence involving them would go unseen.",
                 confidence=0.5,
                 ranks=[],
-                evidence_events=[d.status_event(next(iter(d.fr["pg_status"]), "0"))],
+                evidence_events=evs[:3],
             )
         if stragglers:
             self._merge_stragglers(ctx, stragglers, dumps)

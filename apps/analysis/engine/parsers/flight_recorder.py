@@ -143,7 +143,15 @@ class FlightRecorderParser:
     kinds = ("flight_recorder",)
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
-        data = stream.read(MAX_BYTES + 1)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= MAX_BYTES:  # a wrapped stream may return short reads
+            chunk = stream.read(min(8 << 20, MAX_BYTES + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        data = b"".join(chunks)
         if len(data) > MAX_BYTES:
             raise ParseError(f"flight-recorder dump larger than {MAX_BYTES >> 20} MiB; skipped")
         result.bytes = len(data)
