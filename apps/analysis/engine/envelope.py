@@ -48,7 +48,7 @@ _GLOG = re.compile(
     r"\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
 )
 _OLD_GLOG = re.compile(r"\[(?P<l>[IWEF]) (?P<src>[\w.]+):\d+\]\s?")
-_PYLOG_FIRST = frozenset("[IWEC")  # what _PYLOG_LEVEL can start with
+_PYLOG_FIRST = frozenset("IWECD")  # the level word's first letter, inside "[…]" or not
 _PYLOG_LEVEL = re.compile(
     r"(?:\[(?P<a>INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\]|(?P<b>INFO|WARNING|ERROR|CRITICAL):)\s*"
 )
@@ -109,14 +109,16 @@ def peel(line: str) -> Envelope:
                 s = s[m.end() :]
                 progressed = True
                 c = s[:1]
-        m = _GLOG.match(s) if c and c in "[IWEF" else None
+        # both glog forms are "[L…" or "L…" with L one of IWEF
+        lvl = s[1:2] if c == "[" else c
+        m = _GLOG.match(s) if lvl and lvl in "IWEF" else None
         if m:
             env.level = m.group("l")
             env.time = env.time or _iso_from_glog(m.group("md"), m.group("t"))
             s = s[m.end() :]
             progressed = True
         else:
-            m = _OLD_GLOG.match(s) if c == "[" else None
+            m = _OLD_GLOG.match(s) if c == "[" and lvl and lvl in "IWEF" else None
             if m:
                 env.level = m.group("l")
                 s = s[m.end() :]
@@ -144,7 +146,8 @@ def peel(line: str) -> Envelope:
             break
         if not progressed:
             break
-    m = _PYLOG_LEVEL.match(s) if s[:1] in _PYLOG_FIRST else None
+    c = s[:1]
+    m = _PYLOG_LEVEL.match(s) if c and (s[1:2] if c == "[" else c) in _PYLOG_FIRST else None
     if m:
         word = m.group("a") or m.group("b")
         env.level = env.level or word[0]
