@@ -7,20 +7,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404
 
 from apps.accounts.models import Team
+from apps.accounts.selectors import team_list_for_user
 from apps.api.authentication import TokenUser
 from apps.incidents.models import Incident
+from apps.incidents.selectors import incident_get_in_teams, incident_list_for_teams
 
 
 def team_list_for_principal(*, user: Any) -> QuerySet[Team]:
+    """A token sees its own team; a person, the teams they belong to."""
     if isinstance(user, TokenUser):
         return Team.objects.filter(pk=user.team.pk)
-    if user is None or not user.is_authenticated:
+    if user is None:
         return Team.objects.none()
-    return Team.objects.filter(memberships__user=user).distinct()
+    return team_list_for_user(user=user)
 
 
 def team_get_for_principal(*, user: Any, code: str | None) -> Team:
@@ -37,46 +40,10 @@ def team_get_for_principal(*, user: Any, code: str | None) -> Team:
     return only[0]
 
 
-def incident_list_for_principal(
-    *,
-    user: Any,
-    status: str = "",
-    severity: str = "",
-    phase: str = "",
-    cluster: str = "",
-    job_id: str = "",
-    team: str = "",
-    q: str = "",
-) -> QuerySet[Incident]:
-    qs = Incident.objects.filter(team__in=team_list_for_principal(user=user)).select_related("team")
-    if status:
-        qs = qs.filter(status=status)
-    if severity:
-        qs = qs.filter(severity=severity)
-    if phase:
-        qs = qs.filter(phase=phase)
-    if cluster:
-        qs = qs.filter(cluster=cluster)
-    if job_id:
-        qs = qs.filter(job_id=job_id)
-    if team:
-        qs = qs.filter(team__code=team)
-    if q:
-        qs = qs.filter(
-            Q(title__icontains=q)
-            | Q(job_id__icontains=q)
-            | Q(cluster__icontains=q)
-            | Q(code__iexact=q)
-        )
-    return qs.order_by("-created_at", "-pk")
+def incident_list_for_principal(*, user: Any, **filters: str) -> QuerySet[Incident]:
+    """Filters as in ``incidents.selectors.incident_list_for_teams``."""
+    return incident_list_for_teams(teams=team_list_for_principal(user=user), **filters)
 
 
 def incident_get_for_principal(*, user: Any, code: str) -> Incident:
-    incident = (
-        Incident.objects.filter(code=code, team__in=team_list_for_principal(user=user))
-        .select_related("team")
-        .first()
-    )
-    if incident is None:
-        raise Http404("No such incident")
-    return incident
+    return incident_get_in_teams(teams=team_list_for_principal(user=user), code=code)

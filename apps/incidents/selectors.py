@@ -11,21 +11,24 @@ from django.http import Http404
 from django.utils import timezone
 
 from apps.accounts.models import Team
+from apps.accounts.selectors import team_list_for_user
 from apps.incidents.models import PHASE_ORDER, Incident, Phase
 
 
-def incident_list_for_user(
+def incident_list_for_teams(
     *,
-    user: AbstractBaseUser | AnonymousUser,
+    teams: QuerySet[Team],
     status: str = "",
     severity: str = "",
     phase: str = "",
     cluster: str = "",
+    job_id: str = "",
+    team: str = "",
     q: str = "",
 ) -> QuerySet[Incident]:
-    if not user.is_authenticated:
-        return Incident.objects.none()
-    qs = Incident.objects.filter(team__memberships__user=user).select_related("team")
+    """Incidents of `teams` (already narrowed to what the caller may see), filtered,
+    newest first with a stable order for paging. `team` is a team code."""
+    qs = Incident.objects.filter(team__in=teams).select_related("team")
     if status:
         qs = qs.filter(status=status)
     if severity:
@@ -34,6 +37,10 @@ def incident_list_for_user(
         qs = qs.filter(phase=phase)
     if cluster:
         qs = qs.filter(cluster=cluster)
+    if job_id:
+        qs = qs.filter(job_id=job_id)
+    if team:
+        qs = qs.filter(team__code=team)
     if q:
         qs = qs.filter(
             Q(title__icontains=q)
@@ -41,21 +48,31 @@ def incident_list_for_user(
             | Q(cluster__icontains=q)
             | Q(code__iexact=q)
         )
-    return qs.distinct().order_by("-created_at")
+    return qs.order_by("-created_at", "-pk")
+
+
+def incident_list_for_user(
+    *, user: AbstractBaseUser | AnonymousUser, **filters: str
+) -> QuerySet[Incident]:
+    """The user's teams' incidents; `filters` as in `incident_list_for_teams`."""
+    return incident_list_for_teams(teams=team_list_for_user(user=user), **filters)
+
+
+def incident_get_in_teams(
+    *, teams: QuerySet[Team], code: str, related: tuple[str, ...] = ("team",)
+) -> Incident:
+    """The incident if it belongs to one of `teams`, else 404 (never 403)."""
+    incident = Incident.objects.filter(code=code, team__in=teams).select_related(*related).first()
+    if incident is None:
+        raise Http404("No such incident")
+    return incident
 
 
 def incident_get_for_user(*, user: AbstractBaseUser | AnonymousUser, code: str) -> Incident:
     """The incident, or 404 for anyone outside its team."""
-    if not user.is_authenticated:
-        raise Http404("No such incident")
-    incident = (
-        Incident.objects.filter(code=code, team__memberships__user=user)
-        .select_related("team", "created_by")
-        .first()
+    return incident_get_in_teams(
+        teams=team_list_for_user(user=user), code=code, related=("team", "created_by")
     )
-    if incident is None:
-        raise Http404("No such incident")
-    return incident
 
 
 def incident_for_job(
