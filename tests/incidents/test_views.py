@@ -150,3 +150,22 @@ def test_opening_a_second_incident_for_the_same_job_says_it_exists(owner_client,
     assert "already" in body
     assert reverse("incidents:detail", args=[incident.code]) in body
     assert not Incident.objects.filter(title="same job again").exists()
+
+
+def test_the_list_costs_the_same_queries_for_many_incidents_as_for_few(owner_client, team, owner):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from apps.incidents.services import incident_create
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert owner_client.get(reverse("incidents:list")).status_code == 200
+        return len(ctx.captured_queries)
+
+    for i in range(2):
+        incident_create(team=team, title=f"few {i}", actor=owner, cluster=f"c{i}")
+    few = queries()
+    for i in range(23):
+        incident_create(team=team, title=f"many {i}", actor=owner, cluster=f"m{i}")
+    assert queries() == few

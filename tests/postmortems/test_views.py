@@ -265,3 +265,27 @@ def test_the_list_filters_by_status_category_cluster_date_and_cost(owner_client,
         url, {"status": "draft"}, HTTP_HX_REQUEST="true", HTTP_HX_TARGET="postmortem-results"
     )
     assert "<html" not in partial.content.decode() and "Cheap one" in partial.content.decode()
+
+
+def test_the_list_costs_the_same_queries_for_many_postmortems_as_for_few(
+    owner_client, team, owner, teammate
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert owner_client.get(reverse("postmortems:list")).status_code == 200
+        return len(ctx.captured_queries)
+
+    def draft(i: int) -> None:
+        incident = make_incident(team, owner, title=f"pm {i}", job_id=f"j{i}")
+        pm = services.postmortem_draft_create(incident=incident, actor=owner)
+        PostMortem.objects.filter(pk=pm.pk).update(owner=teammate if i % 2 else owner)
+
+    for i in range(2):
+        draft(i)
+    few = queries()
+    for i in range(2, 25):
+        draft(i)
+    assert queries() == few
