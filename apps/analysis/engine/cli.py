@@ -76,22 +76,21 @@ def parse_paths(
     for name, stream in read_paths(archives):
         inline.append(_unpack(_pack(parse_artifact(stream, name=name))))
     if jobs <= 1 or len(plain) <= 1:
-        packed = [_parse_file(p, n, scanner) for p, n in plain]
-    else:
-        # largest files first, so no worker is left alone with a big one at the end
-        order = sorted(range(len(plain)), key=lambda i: -_size(plain[i][0]))
-        ctx = get_context("fork") if "fork" in get_all_start_methods() else get_context()
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-            done = pool.map(
-                _parse_file,
-                [plain[i][0] for i in order],
-                [plain[i][1] for i in order],
-                [scanner] * len(plain),
-                chunksize=max(1, min(8, len(plain) // (jobs * 8))),
-            )
-            packed_by_index = dict(zip(order, done, strict=True))
-        packed = [packed_by_index[i] for i in range(len(plain))]
-    return [_unpack(p) for p in packed] + inline
+        return [_unpack(_parse_file(p, n, scanner)) for p, n in plain] + inline
+    # largest files first, so no worker is left alone with a big one at the end
+    order = sorted(range(len(plain)), key=lambda i: -_size(plain[i][0]))
+    ctx = get_context("fork") if "fork" in get_all_start_methods() else get_context()
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        done = pool.map(
+            _parse_file,
+            [plain[i][0] for i in order],
+            [plain[i][1] for i in order],
+            [scanner] * len(plain),
+            chunksize=max(1, min(8, len(plain) // (jobs * 8))),
+        )
+        # unpacked as they arrive, while the workers go on parsing
+        by_index = {i: _unpack(r) for i, r in zip(order, done, strict=True)}
+    return [by_index[i] for i in range(len(plain))] + inline
 
 
 def _size(path: str) -> int:
