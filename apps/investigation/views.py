@@ -9,6 +9,7 @@ that incident.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -82,6 +83,20 @@ def _incident(request: HttpRequest, code: str) -> Incident:
     return incident_get_for_user(user=request.user, code=code)
 
 
+def _act(
+    request: HttpRequest, code: str, section: str, work: Callable[[Incident], object]
+) -> HttpResponse:
+    """Load the incident for this user (404 for outsiders, before anything is read from
+    the form), run `work` on it, answer with the section (htmx) or a redirect; an
+    InvestigationError is shown in the section with status 422."""
+    incident = _incident(request, code)
+    try:
+        work(incident)
+    except services.InvestigationError as exc:
+        return _fail(request, incident, section, exc)
+    return _respond(request, incident, section)
+
+
 def _text(request: HttpRequest, name: str, limit: int = 10000) -> str:
     return (request.POST.get(name) or "")[:limit]
 
@@ -92,8 +107,7 @@ def _text(request: HttpRequest, name: str, limit: int = 10000) -> str:
 @require_POST
 @login_required
 def hypothesis_add(request: HttpRequest, code: str) -> HttpResponse:
-    incident = _incident(request, code)
-    try:
+    def work(incident: Incident) -> None:
         services.hypothesis_create(
             incident=incident,
             actor=request.user,
@@ -103,34 +117,30 @@ def hypothesis_add(request: HttpRequest, code: str) -> HttpResponse:
             test_plan=_text(request, "test_plan"),
             evidence=services.evidence_parse(_text(request, "evidence")),
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "hypotheses", exc)
-    return _respond(request, incident, "hypotheses")
+
+    return _act(request, code, "hypotheses", work)
 
 
 @require_POST
 @login_required
 def hypothesis_edit(request: HttpRequest, code: str, hcode: str) -> HttpResponse:
-    incident = _incident(request, code)
-    h = selectors.hypothesis_get(incident=incident, code=hcode)
-    fields = {
-        name: _text(request, name)
-        for name in ("title", "description", "expected_if_true", "test_plan")
-        if name in request.POST
-    }
-    try:
+    def work(incident: Incident) -> None:
+        h = selectors.hypothesis_get(incident=incident, code=hcode)
+        fields = {
+            name: _text(request, name)
+            for name in ("title", "description", "expected_if_true", "test_plan")
+            if name in request.POST
+        }
         services.hypothesis_update(hypothesis=h, actor=request.user, **fields)
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "hypotheses", exc)
-    return _respond(request, incident, "hypotheses")
+
+    return _act(request, code, "hypotheses", work)
 
 
 @require_POST
 @login_required
 def hypothesis_test(request: HttpRequest, code: str, hcode: str) -> HttpResponse:
-    incident = _incident(request, code)
-    h = selectors.hypothesis_get(incident=incident, code=hcode)
-    try:
+    def work(incident: Incident) -> None:
+        h = selectors.hypothesis_get(incident=incident, code=hcode)
         services.hypothesis_record_test(
             hypothesis=h,
             actor=request.user,
@@ -139,9 +149,8 @@ def hypothesis_test(request: HttpRequest, code: str, hcode: str) -> HttpResponse
             test_result=_text(request, "test_result"),
             evidence=services.evidence_parse(_text(request, "evidence")),
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "hypotheses", exc)
-    return _respond(request, incident, "hypotheses")
+
+    return _act(request, code, "hypotheses", work)
 
 
 # ---------------------------------------------------------------- proposals
@@ -157,9 +166,9 @@ _PROPOSAL_SECTION = {
 @require_POST
 @login_required
 def proposal_accept(request: HttpRequest, code: str, kind: str, pid: str) -> HttpResponse:
-    incident = _incident(request, code)
     section = _PROPOSAL_SECTION.get(kind, "hypotheses")
-    try:
+
+    def work(incident: Incident) -> None:
         services.proposal_accept(
             incident=incident,
             actor=request.user,
@@ -167,23 +176,21 @@ def proposal_accept(request: HttpRequest, code: str, kind: str, pid: str) -> Htt
             proposal_id=pid,
             doc=selectors.analysis_document(incident=incident),
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, section, exc)
-    return _respond(request, incident, section)
+
+    return _act(request, code, section, work)
 
 
 @require_POST
 @login_required
 def proposal_dismiss(request: HttpRequest, code: str, kind: str, pid: str) -> HttpResponse:
-    incident = _incident(request, code)
     section = _PROPOSAL_SECTION.get(kind, "hypotheses")
-    try:
+
+    def work(incident: Incident) -> None:
         services.proposal_dismiss(
             incident=incident, actor=request.user, kind=kind, proposal_id=pid[:120]
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, section, exc)
-    return _respond(request, incident, section)
+
+    return _act(request, code, section, work)
 
 
 # ---------------------------------------------------------------- five whys
@@ -192,31 +199,28 @@ def proposal_dismiss(request: HttpRequest, code: str, kind: str, pid: str) -> Ht
 @require_POST
 @login_required
 def why_chain_add(request: HttpRequest, code: str) -> HttpResponse:
-    incident = _incident(request, code)
-    levels = []
-    if _text(request, "why").strip() or _text(request, "answer").strip():
-        levels.append(
-            {
-                "why": _text(request, "why"),
-                "answer": _text(request, "answer"),
-                "evidence": services.evidence_parse(_text(request, "evidence")),
-            }
-        )
-    try:
+    def work(incident: Incident) -> None:
+        levels = []
+        if _text(request, "why").strip() or _text(request, "answer").strip():
+            levels.append(
+                {
+                    "why": _text(request, "why"),
+                    "answer": _text(request, "answer"),
+                    "evidence": services.evidence_parse(_text(request, "evidence")),
+                }
+            )
         services.why_chain_create(
             incident=incident, actor=request.user, title=_text(request, "title", 300), levels=levels
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "whys", exc)
-    return _respond(request, incident, "whys")
+
+    return _act(request, code, "whys", work)
 
 
 @require_POST
 @login_required
 def why_step_add(request: HttpRequest, code: str, wcode: str) -> HttpResponse:
-    incident = _incident(request, code)
-    chain = selectors.why_chain_get(incident=incident, code=wcode)
-    try:
+    def work(incident: Incident) -> None:
+        chain = selectors.why_chain_get(incident=incident, code=wcode)
         services.why_step_add(
             chain=chain,
             actor=request.user,
@@ -224,31 +228,29 @@ def why_step_add(request: HttpRequest, code: str, wcode: str) -> HttpResponse:
             answer=_text(request, "answer"),
             evidence=services.evidence_parse(_text(request, "evidence")),
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "whys", exc)
-    return _respond(request, incident, "whys")
+
+    return _act(request, code, "whys", work)
 
 
 @require_POST
 @login_required
 def why_chain_choose(request: HttpRequest, code: str, wcode: str) -> HttpResponse:
-    incident = _incident(request, code)
-    chain = selectors.why_chain_get(incident=incident, code=wcode)
-    services.why_chain_choose(chain=chain, actor=request.user)
-    return _respond(request, incident, "whys")
+    def work(incident: Incident) -> None:
+        chain = selectors.why_chain_get(incident=incident, code=wcode)
+        services.why_chain_choose(chain=chain, actor=request.user)
+
+    return _act(request, code, "whys", work)
 
 
 @require_POST
 @login_required
 def factor_add(request: HttpRequest, code: str) -> HttpResponse:
-    incident = _incident(request, code)
-    try:
+    def work(incident: Incident) -> None:
         services.contributing_factor_add(
             incident=incident, actor=request.user, text=_text(request, "text", 2000)
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "whys", exc)
-    return _respond(request, incident, "whys")
+
+    return _act(request, code, "whys", work)
 
 
 # ---------------------------------------------------------------- fixes
@@ -257,8 +259,7 @@ def factor_add(request: HttpRequest, code: str) -> HttpResponse:
 @require_POST
 @login_required
 def fix_add(request: HttpRequest, code: str) -> HttpResponse:
-    incident = _incident(request, code)
-    try:
+    def work(incident: Incident) -> None:
         services.fix_create(
             incident=incident,
             actor=request.user,
@@ -267,18 +268,18 @@ def fix_add(request: HttpRequest, code: str) -> HttpResponse:
             detail=_text(request, "detail"),
             applied=request.POST.get("applied") == "1",
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "fixes", exc)
-    return _respond(request, incident, "fixes")
+
+    return _act(request, code, "fixes", work)
 
 
 @require_POST
 @login_required
 def fix_applied(request: HttpRequest, code: str, fcode: str) -> HttpResponse:
-    incident = _incident(request, code)
-    fix = selectors.fix_get(incident=incident, code=fcode)
-    services.fix_mark_applied(fix=fix, actor=request.user)
-    return _respond(request, incident, "fixes")
+    def work(incident: Incident) -> None:
+        fix = selectors.fix_get(incident=incident, code=fcode)
+        services.fix_mark_applied(fix=fix, actor=request.user)
+
+    return _act(request, code, "fixes", work)
 
 
 def _trials_from_artifacts(incident: Incident, codes: list[str]) -> dict[str, list[float]]:
@@ -295,9 +296,8 @@ def _trials_from_artifacts(incident: Incident, codes: list[str]) -> dict[str, li
 @require_POST
 @login_required
 def fix_verify(request: HttpRequest, code: str, fcode: str) -> HttpResponse:
-    incident = _incident(request, code)
-    fix = selectors.fix_get(incident=incident, code=fcode)
-    try:
+    def work(incident: Incident) -> None:
+        fix = selectors.fix_get(incident=incident, code=fcode)
         try:
             tolerance = float(request.POST.get("tolerance") or 5) / 100
         except ValueError:
@@ -323,9 +323,8 @@ def fix_verify(request: HttpRequest, code: str, fcode: str) -> HttpResponse:
             target=_text(request, "target", 60).strip(),
             problem_resolved=resolved,
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "fixes", exc)
-    return _respond(request, incident, "fixes")
+
+    return _act(request, code, "fixes", work)
 
 
 # ---------------------------------------------------------------- action items
@@ -352,8 +351,7 @@ def _owner(incident: Incident, username: str) -> Any:
 @require_POST
 @login_required
 def action_add(request: HttpRequest, code: str) -> HttpResponse:
-    incident = _incident(request, code)
-    try:
+    def work(incident: Incident) -> None:
         services.action_item_create(
             incident=incident,
             actor=request.user,
@@ -364,30 +362,26 @@ def action_add(request: HttpRequest, code: str) -> HttpResponse:
             priority=_text(request, "priority", 4) or "p2",
             due_date=_date(_text(request, "due_date", 20)),
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "actions", exc)
-    return _respond(request, incident, "actions")
+
+    return _act(request, code, "actions", work)
 
 
 @require_POST
 @login_required
 def actions_seed(request: HttpRequest, code: str) -> HttpResponse:
-    incident = _incident(request, code)
-    try:
+    def work(incident: Incident) -> None:
         services.action_items_seed(
             incident=incident, actor=request.user, checklist=_text(request, "checklist", 20)
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "actions", exc)
-    return _respond(request, incident, "actions")
+
+    return _act(request, code, "actions", work)
 
 
 @require_POST
 @login_required
 def action_update(request: HttpRequest, code: str, acode: str) -> HttpResponse:
-    incident = _incident(request, code)
-    item = selectors.action_item_get(incident=incident, code=acode)
-    try:
+    def work(incident: Incident) -> None:
+        item = selectors.action_item_get(incident=incident, code=acode)
         services.action_item_update(
             item=item,
             actor=request.user,
@@ -398,9 +392,8 @@ def action_update(request: HttpRequest, code: str, acode: str) -> HttpResponse:
             due_date=_date(_text(request, "due_date", 20)) if "due_date" in request.POST else False,
             priority=request.POST.get("priority") or None,
         )
-    except services.InvestigationError as exc:
-        return _fail(request, incident, "actions", exc)
-    return _respond(request, incident, "actions")
+
+    return _act(request, code, "actions", work)
 
 
 # ---------------------------------------------------------------- charts
