@@ -16,6 +16,7 @@ from apps.incidents.services import incident_event_add
 from apps.investigation import protocol
 from apps.investigation.models import (
     ActionItem,
+    ActionKind,
     ActionStatus,
     ContributingFactor,
     Fix,
@@ -24,6 +25,7 @@ from apps.investigation.models import (
     Hypothesis,
     HypothesisStatus,
     Origin,
+    Priority,
     WhyChain,
     WhyStep,
 )
@@ -478,6 +480,13 @@ def fix_verify(
 # ---------------------------------------------------------------- action items
 
 
+def _check_priority(priority: str) -> None:
+    # The column has choices but the database does not enforce them; a longer value
+    # would even be a database error.
+    if priority not in Priority.values:
+        raise InvestigationError("Priority is P1, P2 or P3.")
+
+
 @transaction.atomic
 def action_item_create(
     *,
@@ -494,6 +503,9 @@ def action_item_create(
         raise InvestigationError("Say what should be done.")
     if checklist and checklist not in protocol.CHECKLISTS:
         raise InvestigationError("Unknown checklist.")
+    if kind not in ActionKind.values:
+        raise InvestigationError("Unknown kind of action item.")
+    _check_priority(priority)
     item = ActionItem.objects.create(
         incident=incident,
         text=text.strip()[:2000],
@@ -564,6 +576,7 @@ def action_item_update(
         item.due_date = due_date
         changes.append(f"due {due_date.isoformat() if due_date else 'unset'}")
     if priority is not None and priority != item.priority:
+        _check_priority(priority)
         item.priority = priority
         changes.append(f"priority {priority.upper()}")
     if changes:

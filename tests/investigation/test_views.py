@@ -335,3 +335,22 @@ def test_charts_section_says_why_it_is_empty_and_draws_the_rank_map_with_a_docum
     monkeypatch.setattr(selectors, "analysis_document", lambda *, incident: DOC)
     html = owner_client.get(_url(incident, "charts")).content.decode()
     assert 'data-plotly="rank-map-data"' in html and 'id="rank-map-data"' in html
+
+
+def test_an_unknown_action_priority_or_kind_is_refused_and_nothing_changes(owner_client, incident):
+    resp = owner_client.post(
+        _url(incident, "action_add"),
+        {"text": "add a watchdog", "priority": "p9", "kind": "bogus"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert resp.status_code == 422
+    assert not ActionItem.objects.filter(incident=incident).exists()
+    item = services.action_item_create(incident=incident, actor=None, text="add a watchdog")
+    resp = owner_client.post(
+        _url(incident, "action_update", item.code),
+        {"priority": "urgent"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert resp.status_code == 422
+    item.refresh_from_db()
+    assert item.priority == "p2"
