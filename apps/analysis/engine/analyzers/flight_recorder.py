@@ -28,6 +28,7 @@ from collections import Counter
 from typing import Any
 
 from ..model import Event, ParseResult
+from ..parsers.flight_recorder import describe_entry
 from . import Context, register_analyzer
 from .nccl import _groups
 
@@ -104,7 +105,7 @@ class _Dump:
         return Event(
             kind="fr_entry",
             line=e.get("line") or 1,
-            text=e.get("text") or f"pg {pg} {e['op']} collective_seq_id={e['seq']}",
+            text=e.get("text") or describe_entry(pg, e),
             rank=self.rank,
             fields={
                 "pg": pg,

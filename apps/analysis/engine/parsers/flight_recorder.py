@@ -130,9 +130,10 @@ def _json_quote(data: bytes, pos: int) -> str:
     return raw.decode("utf-8", errors="replace").rstrip("\r")
 
 
-def _describe(pg: str, e: dict[str, Any]) -> str:
+def describe_entry(pg: str, e: dict[str, Any]) -> str:
+    """What a pickle entry says, as evidence text (a pickle has no line to quote)."""
     return (
-        f"entry record_id={e['record_id']} pg {pg} {e['profiling_name'] or e['op']} "
+        f"entry record_id={e['record_id']} pg {pg} {e.get('profiling_name') or e['op']} "
         f"collective_seq_id={e['seq']} state={e['state']} input_sizes={e['input_sizes']} "
         f"output_sizes={e['output_sizes']} input_dtypes={e['input_dtypes']}"
     )[:MAX_QUOTE]
@@ -246,7 +247,7 @@ class FlightRecorderParser:
                         False,
                     )
                 else:
-                    x["line"], x["text"], x["described"] = 1, _describe(pg, x), True
+                    x["line"], x["described"] = 1, True  # text: describe_entry() when shown
                 kept.append(x)
             entries[pg] = kept
         result.flight_recorder = {
