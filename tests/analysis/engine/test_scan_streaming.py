@@ -1,0 +1,110 @@
+"""The text-log scan reads in chunks into one reused buffer: what it finds must not depend on
+chunk boundaries, on how the stream hands out its bytes, or on the file parsed before."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+
+from apps.analysis.engine import parse_artifact
+from apps.analysis.engine.cli import parse_paths
+from apps.analysis.engine.parsers import textlog
+from apps.analysis.engine.scan import get_scanner, set_scanner
+
+NOISE = b"[rank3]: node-1:4100:4117 [3] NCCL INFO Channel 00/0 : 3[3] -> 4[4] via P2P/IPC\n"
+WATCHDOG = (
+    b"[rank3]:[E1121 10:22:33.123456 ProcessGroupNCCL.cpp:1794] [PG ID 0 PG GUID 0(default_pg) "
+    b"Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5, "
+    b"OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600001 "
+    b"milliseconds before timing out.\n"
+)
+OOM = b"[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+
+
+def _log_across_chunks() -> tuple[bytes, list[int]]:
+    """~2.5 chunks of routine lines with events at the start, across each chunk boundary, and
+    as the last line without a newline; returns the bytes and the events' line numbers."""
+    parts: list[bytes] = [WATCHDOG]
+    lines = [1]
+    size, n = len(WATCHDOG), 1
+    for boundary in (textlog.CHUNK, 2 * textlog.CHUNK):
+        k = (boundary - size - len(OOM) // 2) // len(NOISE)
+        parts.append(NOISE * k)
+        size, n = size + k * len(NOISE), n + k
+        parts.append(OOM)  # straddles the boundary
+        size, n = size + len(OOM), n + 1
+        lines.append(n)
+    parts.append(NOISE * 1000 + OOM.rstrip(b"\n"))
+    lines.append(n + 1001)
+    return b"".join(parts), lines
+
+
+class _Trickle(io.RawIOBase):
+    """A stream that hands out at most 4,099 bytes per read and has no readinto."""
+
+    def __init__(self, data: bytes) -> None:
+        self._f = io.BytesIO(data)
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        return self._f.read(min(size, 4099) if size and size > 0 else 4099)
+
+    def __getattribute__(self, name: str):  # no readinto: the copying path is used
+        if name == "readinto":
+            raise AttributeError(name)
+        return super().__getattribute__(name)
+
+
+def _summary(r) -> tuple:
+    return (
+        r.lines,
+        r.bytes,
+        [(e.kind, e.line, e.rank, e.text) for e in r.events],
+        r.ranks,
+        r.error,
+    )
+
+
+@pytest.mark.parametrize("scanner", ["hyperscan", "re"])
+def test_events_across_chunk_boundaries_keep_their_line_numbers(scanner: str) -> None:
+    data, want = _log_across_chunks()
+    before = get_scanner().name
+    set_scanner(scanner)
+    try:
+        r = parse_artifact(io.BytesIO(data), name="node-1.log")
+    finally:
+        set_scanner(before)
+    assert r.error is None
+    assert r.lines == data.count(b"\n") + 1
+    assert [e.line for e in r.events] == want
+    assert [e.kind for e in r.events] == ["watchdog_timeout", "cuda_oom", "cuda_oom", "cuda_oom"]
+    for line_no, off in r.line_index:  # the sparse index points at line starts
+        assert data.count(b"\n", 0, off) == line_no - 1
+
+
+def test_short_reads_and_a_reused_buffer_change_nothing() -> None:
+    data, _ = _log_across_chunks()
+    fresh = _summary(parse_artifact(io.BytesIO(data), name="node-1.log"))
+    trickled = _summary(parse_artifact(_Trickle(data), name="node-1.log"))  # type: ignore[arg-type]
+    assert trickled == fresh
+    # a long file leaves its bytes in the shared buffer; a short one parsed next must not see them
+    parse_artifact(io.BytesIO(data), name="node-2.log")
+    short = WATCHDOG + NOISE * 3
+    after = _summary(parse_artifact(io.BytesIO(short), name="node-1.log"))
+    textlog._BUFFERS.clear()
+    alone = _summary(parse_artifact(io.BytesIO(short), name="node-1.log"))
+    assert after == alone
+    assert after[0] == 4 and [e[1] for e in after[2]] == [1]
+
+
+def test_parallel_parse_returns_files_in_order_whatever_their_sizes(tmp_path: Path) -> None:
+    for i, size in enumerate([10, 3000, 50, 20000, 1, 700]):
+        (tmp_path / f"node-{i}.log").write_bytes(NOISE * size + OOM)
+    serial = parse_paths([tmp_path], jobs=1)
+    parallel = parse_paths([tmp_path], jobs=2)
+    assert [r.name for r in parallel] == [r.name for r in serial]
+    assert [_summary(r) for r in parallel] == [_summary(r) for r in serial]
