@@ -12,9 +12,12 @@ import io
 import re
 from typing import Any, BinaryIO
 
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.ipc as ipc
+from ._lazy import LazyModule
+
+pa = LazyModule("pyarrow")
+pc = LazyModule("pyarrow.compute")
+ipc = LazyModule("pyarrow.ipc")
+
 
 # canonical column → type
 CANONICAL: dict[str, pa.DataType] = {

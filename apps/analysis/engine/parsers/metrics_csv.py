@@ -9,14 +9,16 @@ import tempfile
 from typing import Any, BinaryIO
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
+from .._lazy import LazyModule
 from ..detect import host_from_name, rank_from_name
 from ..metrics import MAX_ROWS, MetricsTable, normalise_columns
 from ..model import ParseResult
 from . import ParseError, Progress, register_parser
+
+pa = LazyModule("pyarrow")
+pacsv = LazyModule("pyarrow.csv")
+pq = LazyModule("pyarrow.parquet")
 
 MAX_BYTES = 256 << 20
 MAX_JSONL_RAW = 64 << 20  # raw JSON-lines text kept for evidence up to this size
