@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -30,6 +30,7 @@ from django.utils import timezone
 from apps.analysis.models import AnalysisRun, Finding, RunStatus, Trigger
 from apps.incidents.models import Incident, Severity
 from apps.incidents.services import incident_event_add
+from apps.lib.heartbeat import Heartbeat
 
 logger = logging.getLogger(__name__)
 
@@ -247,31 +248,17 @@ class _Progress:
         )
 
 
-class _Heartbeat(threading.Thread):
-    """Touches heartbeat_at while the worker is alive, even inside one long analyzer.
+def _heartbeat_touch(run_id: int, task_id: str) -> Callable[[], bool]:
+    """The run's heartbeat: touch heartbeat_at while this delivery still holds the run.
 
     The auditor re-queues a running run whose heartbeat stopped: its worker died.
     """
 
-    def __init__(self, run_id: int, task_id: str, interval: float) -> None:
-        super().__init__(daemon=True, name=f"analysis-heartbeat-{run_id}")
-        self.run_id, self.task_id, self.interval = run_id, task_id, interval
-        self.stopped = threading.Event()
+    def touch() -> bool:
+        held = AnalysisRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, task_id=task_id)
+        return bool(held.update(heartbeat_at=timezone.now()))
 
-    def run(self) -> None:
-        try:
-            while not self.stopped.wait(self.interval):
-                AnalysisRun.objects.filter(
-                    pk=self.run_id, status=RunStatus.RUNNING, task_id=self.task_id
-                ).update(heartbeat_at=timezone.now())
-        except Exception:
-            logger.exception("analysis heartbeat stopped")
-        finally:
-            connection.close()
-
-    def stop(self) -> None:
-        self.stopped.set()
-        self.join(timeout=30)
+    return touch
 
 
 @dataclass
@@ -370,10 +357,11 @@ def analysis_execute(*, run_id: int, task_id: str) -> AnalysisRun | None:
     progress = _Progress(run_id, task_id, total=len(run.inputs) + n_analyzers)
     heartbeat = None
     if not connection.in_atomic_block:  # a caller's open transaction would block the thread
-        heartbeat = _Heartbeat(
-            run_id, task_id, _setting("RANKSCOPE_ANALYSIS_HEARTBEAT_SECONDS", HEARTBEAT_SECONDS)
-        )
-        heartbeat.start()
+        heartbeat = Heartbeat(
+            _heartbeat_touch(run_id, task_id),
+            interval=_setting("RANKSCOPE_ANALYSIS_HEARTBEAT_SECONDS", HEARTBEAT_SECONDS),
+            name=f"analysis-heartbeat-{run_id}",
+        ).start()
     t0 = time.perf_counter()
     timings: dict[str, Any] = {}
     try:
