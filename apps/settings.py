@@ -248,11 +248,22 @@ CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 3000, minimum=1)
 CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 3600, minimum=1)
-# The auditor re-sends a parse whose row stayed "parsing" this long (its worker died),
-# and one whose row stayed "queued" this long (its message was lost with Redis).
-RANKSCOPE_PARSE_STALE_SECONDS = env_int(
-    "RANKSCOPE_PARSE_STALE_SECONDS", CELERY_TASK_TIME_LIMIT + 60, minimum=1
+# A running parse touches its row's heartbeat this often; the auditor re-sends a parse
+# whose heartbeat went quiet this long (its worker died), and one whose row stayed
+# "queued" this long (its message was lost with Redis).
+RANKSCOPE_PARSE_HEARTBEAT_SECONDS = env_float(
+    "RANKSCOPE_PARSE_HEARTBEAT_SECONDS", 10.0, minimum=0.1
 )
+RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS = env_int(
+    "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 120, minimum=1
+)
+if RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS < 2 * RANKSCOPE_PARSE_HEARTBEAT_SECONDS:
+    # Otherwise a live parse between two beats would look dead and be sent again.
+    raise SettingError(
+        "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS",
+        str(RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS),
+        f"at least twice RANKSCOPE_PARSE_HEARTBEAT_SECONDS ({RANKSCOPE_PARSE_HEARTBEAT_SECONDS:g})",
+    )
 RANKSCOPE_PARSE_QUEUED_SECONDS = env_int("RANKSCOPE_PARSE_QUEUED_SECONDS", 600, minimum=1)
 _visibility = CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout")
 if _visibility is not None and _visibility <= CELERY_TASK_TIME_LIMIT:

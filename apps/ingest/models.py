@@ -73,6 +73,9 @@ class Artifact(models.Model):
     # re-enqueues such rows (``artifact_enqueue_pending``).
     enqueued_at = models.DateTimeField(null=True, blank=True)
     parse_started_at = models.DateTimeField(null=True, blank=True)
+    # Touched every few seconds by the running parse (fenced by ``parse_token``): a row
+    # ``parsing`` whose heartbeat went quiet lost its worker, and the auditor re-sends it.
+    parse_heartbeat_at = models.DateTimeField(null=True, blank=True)
     parsed_at = models.DateTimeField(null=True, blank=True)
     # Fence token of the parse run that owns the row; a stale run cannot overwrite it.
     parse_token = models.CharField(max_length=32, blank=True)

@@ -19,15 +19,16 @@ import tempfile
 import time
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import IO, Any, BinaryIO, Literal
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.core.files import File
 from django.core.files.storage import default_storage
-from django.db import DatabaseError, IntegrityError, transaction
-from django.db.models import F
+from django.db import DatabaseError, IntegrityError, connection, transaction
+from django.db.models import F, QuerySet
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.analysis import engine
@@ -37,6 +38,7 @@ from apps.ingest.models import ACTIVE_STATUSES, Artifact, ParseStatus, RankDiges
 from apps.lib import archives
 from apps.lib.archives import ArchiveError, Limits, MemberRejected, human_size
 from apps.lib.codes import new_code
+from apps.lib.heartbeat import Heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -402,18 +404,19 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
     created more than ``older_than`` ago (default 60 s, so uploads in flight are left
     alone); rows ``queued`` for more than ``RANKSCOPE_PARSE_QUEUED_SECONDS`` (their
     message was lost, e.g. Redis restarted without persistence; a duplicate is a no-op);
-    and rows stuck in ``parsing`` for more than ``RANKSCOPE_PARSE_STALE_SECONDS``
-    (default: the hard time limit + 60 s; their worker died). A row whose parse was
-    already started ``MAX_PARSE_ATTEMPTS`` times is failed with the reason instead.
+    and rows ``parsing`` whose heartbeat (``parse_heartbeat_at``, or ``parse_started_at``
+    for a row taken before heartbeats existed) is older than
+    ``RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS`` (default 120 s): their worker died, or
+    the hard time limit stopped them. A row whose parse was already started
+    ``MAX_PARSE_ATTEMPTS`` times is failed with the reason instead.
     Safe to run from several auditors at once: the parse task is itself idempotent.
     Returns how many were sent.
     """
     now = timezone.now()
     cutoff = now - (older_than if older_than is not None else timedelta(seconds=60))
-    stale_seconds = getattr(
-        settings, "RANKSCOPE_PARSE_STALE_SECONDS", settings.CELERY_TASK_TIME_LIMIT + 60
+    stale = now - timedelta(
+        seconds=getattr(settings, "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 120)
     )
-    stale = now - timedelta(seconds=stale_seconds)
     queued_cutoff = now - timedelta(
         seconds=getattr(settings, "RANKSCOPE_PARSE_QUEUED_SECONDS", 600)
     )
@@ -421,7 +424,7 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
         parse_status=ParseStatus.PENDING, enqueued_at__isnull=True, created_at__lt=cutoff
     )
     lost = Artifact.objects.filter(parse_status=ParseStatus.QUEUED, enqueued_at__lt=queued_cutoff)
-    stuck = Artifact.objects.filter(parse_status=ParseStatus.PARSING, parse_started_at__lt=stale)
+    stuck = _parsing_gone_quiet(stale)
     stuck_ids: set[int] = set()
     ids = list(pending.values_list("pk", flat=True)[:limit])
     ids += list(lost.values_list("pk", flat=True)[: max(0, limit - len(ids))])
@@ -448,11 +451,16 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
         # meantime), and it waits a full window before the next re-send.
         rows = Artifact.objects.filter(pk=pk, parse_status=ParseStatus.QUEUED)
         if pk in stuck_ids:
-            rows = Artifact.objects.filter(
-                pk=pk, parse_status=ParseStatus.PARSING, parse_started_at__lt=stale
-            )
+            rows = _parsing_gone_quiet(stale).filter(pk=pk)
         rows.update(parse_status=ParseStatus.QUEUED, enqueued_at=timezone.now())
     return sent
+
+
+def _parsing_gone_quiet(stale: datetime) -> QuerySet[Artifact]:
+    """Rows ``parsing`` whose last sign of life is older than ``stale``."""
+    return Artifact.objects.alias(
+        last_beat=Coalesce("parse_heartbeat_at", "parse_started_at")
+    ).filter(parse_status=ParseStatus.PARSING, last_beat__lt=stale)
 
 
 # --- parsing --------------------------------------------------------------------------
@@ -546,10 +554,41 @@ def artifact_parse(*, artifact_id: int) -> str | None:
         parse_status=ParseStatus.PARSING,
         parse_token=token,
         parse_started_at=now,
+        parse_heartbeat_at=now,
         parse_attempts=F("parse_attempts") + 1,
     )
     if not taken:
         return None
+    # A caller's open transaction holds the row we just took: a heartbeat thread's touch
+    # would wait on it, so only beat when running on our own (as a worker does).
+    if connection.in_atomic_block:
+        return _parse(artifact_id, token)
+    with parse_heartbeat(artifact_id=artifact_id, token=token):
+        return _parse(artifact_id, token)
+
+
+def parse_heartbeat(*, artifact_id: int, token: str) -> Heartbeat:
+    """The heartbeat of one parse attempt (not started; use it as a context manager).
+
+    Every ``RANKSCOPE_PARSE_HEARTBEAT_SECONDS`` it sets ``parse_heartbeat_at`` on the row,
+    only while the row is ``parsing`` under this attempt's fence ``token``: a thread left
+    over from an older attempt touches nothing and stops at its next beat.
+    """
+
+    def touch() -> bool:
+        ours = Artifact.objects.filter(
+            pk=artifact_id, parse_token=token, parse_status=ParseStatus.PARSING
+        )
+        return bool(ours.update(parse_heartbeat_at=timezone.now()))
+
+    return Heartbeat(
+        touch,
+        interval=float(getattr(settings, "RANKSCOPE_PARSE_HEARTBEAT_SECONDS", 10.0)),
+        name=f"parse-heartbeat-{artifact_id}",
+    )
+
+
+def _parse(artifact_id: int, token: str) -> str | None:
     artifact = Artifact.objects.select_related("incident").get(pk=artifact_id)
     try:
         fp = default_storage.open(artifact.storage_key, "rb")

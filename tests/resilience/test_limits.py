@@ -95,15 +95,20 @@ def test_the_auditor_resends_lost_and_orphaned_parses_and_fails_one_that_keeps_d
 ):
     from apps.celery import app
 
-    settings.RANKSCOPE_PARSE_STALE_SECONDS = 600
+    settings.RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS = 600
     settings.RANKSCOPE_PARSE_QUEUED_SECONDS = 600
     long_ago = timezone.now() - timedelta(seconds=601)
-    died_once, keeps_dying, lost, fresh = (
-        upload(incident, owner, logs.node_log(n), f"node-{n}.out") for n in range(4)
+    died_once, keeps_dying, lost, fresh, slow_but_alive = (
+        upload(incident, owner, logs.node_log(n), f"node-{n}.out") for n in range(5)
     )
-    Artifact.objects.filter(pk__in=[died_once.pk, keeps_dying.pk]).update(
-        parse_status=ParseStatus.PARSING, parse_started_at=long_ago, parse_attempts=1
+    Artifact.objects.filter(pk__in=[died_once.pk, keeps_dying.pk, slow_but_alive.pk]).update(
+        parse_status=ParseStatus.PARSING,
+        parse_started_at=long_ago,
+        parse_heartbeat_at=long_ago,
+        parse_attempts=1,
     )
+    # started long ago, but its worker still beats: left alone, however long it takes
+    Artifact.objects.filter(pk=slow_but_alive.pk).update(parse_heartbeat_at=timezone.now())
     Artifact.objects.filter(pk=keeps_dying.pk).update(parse_attempts=services.MAX_PARSE_ATTEMPTS)
     Artifact.objects.filter(pk=lost.pk).update(enqueued_at=long_ago)  # message lost with Redis
     try:
@@ -118,3 +123,4 @@ def test_the_auditor_resends_lost_and_orphaned_parses_and_fails_one_that_keeps_d
     )
     assert Artifact.objects.get(pk=lost.pk).enqueued_at > long_ago
     assert Artifact.objects.get(pk=fresh.pk).parse_status == ParseStatus.QUEUED
+    assert Artifact.objects.get(pk=slow_but_alive.pk).parse_status == ParseStatus.PARSING

@@ -1,13 +1,20 @@
 """A parse survives its worker being SIGKILLed: redelivered (or re-sent), same rows as once.
 
+A whole worker killed leaves nobody to give the message back; the parse's heartbeat
+goes quiet with it, and the auditor re-sends it once the heartbeat is stale.
+
 The analysis counterpart (a run whose worker was killed completes on a new worker with
 the same findings) is tests/analysis/test_worker.py.
 """
 
 from __future__ import annotations
 
+import time
+from datetime import timedelta
+
 import pytest
 from django.core.files.storage import default_storage
+from django.utils import timezone
 
 from apps.incidents.services import incident_create
 from apps.ingest import services
@@ -20,6 +27,7 @@ pytestmark = pytest.mark.timeout(90)
 
 LOG = logs.node_log(3, hung_rank=27, steps=40)
 NAME = "error-7-node-03.out"
+STALE = 3  # RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS in the whole-worker drill
 
 
 def _reference(team, owner) -> dict:
@@ -50,15 +58,31 @@ def test_a_parse_whose_whole_worker_was_killed_is_finished_by_a_new_worker_with_
     from apps.celery import app
 
     app.control.purge()
-    settings.RANKSCOPE_PARSE_STALE_SECONDS = 1
+    # The auditor (this process) calls a parse dead after 3 s without a heartbeat; the
+    # worker beats every 0.5 s.
+    settings.RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS = STALE
     incident = incident_create(team=team, title="worker killed mid-parse", actor=owner)
     slow = WorkerProcess(queues="ingest", concurrency=1).start(
-        worker_env({services.TEST_SLOW_ENV: "60"})
+        worker_env({services.TEST_SLOW_ENV: "60", "RANKSCOPE_PARSE_HEARTBEAT_SECONDS": "0.5"})
     )
     try:
         artifact = upload(incident, owner, LOG, NAME)
         _mid_parse(artifact, slow)
+        # Alive and beating: a parse older than the stale window is left alone.
+        started = Artifact.objects.get(pk=artifact.pk).parse_started_at
+        wait_for(
+            lambda: (
+                timezone.now() - started > timedelta(seconds=STALE + 1)
+                and Artifact.objects.get(pk=artifact.pk).parse_heartbeat_at
+                > started + timedelta(seconds=STALE)
+            ),
+            timeout=20,
+            message=lambda: f"the parse's heartbeat did not advance:\n{slow.log()[-3000:]}",
+        )
+        assert services.artifact_enqueue_pending() == 0
+        assert Artifact.objects.get(pk=artifact.pk).parse_status == ParseStatus.PARSING
         sigkill(process_tree(slow.proc.pid))  # main process and pool child: nobody acks
+        killed_at = time.monotonic()
         slow.proc.wait(timeout=10)
     finally:
         slow.stop()
@@ -67,15 +91,17 @@ def test_a_parse_whose_whole_worker_was_killed_is_finished_by_a_new_worker_with_
     assert not RankDigest.objects.filter(artifact=artifact).exists()  # nothing half-written
 
     # Redis would hand the unacknowledged message on only after the visibility timeout
-    # (hours); the auditor notices the silent parse first and sends it again.
+    # (hours); the heartbeat went quiet with the worker, so the auditor sends it again
+    # as soon as the stale window has passed.
     fresh = WorkerProcess(queues="ingest", concurrency=1).start()
     try:
         wait_for(
             lambda: services.artifact_enqueue_pending() == 1,
-            timeout=10,
-            interval=0.5,
+            timeout=STALE + 10,
+            interval=0.25,
             message="the auditor did not re-send the orphaned parse",
         )
+        assert time.monotonic() - killed_at < STALE + 10
         wait_for(
             lambda: Artifact.objects.filter(pk=artifact.pk, parse_status="parsed").exists(),
             timeout=40,
