@@ -100,7 +100,13 @@ def detect_kind(name: str, head: bytes) -> str:
         return "bisection"
     if "temperature.gpu" in first_line or "ecc.errors." in first_line:
         return "nvidia_smi"
-    if ("out-of-place" in text and "busbw" in text) or "# nccl-tests" in text or "_perf -b" in text:
+    if (
+        ("out-of-place" in text and "busbw" in text)
+        or "# nccl-tests" in text
+        or "_perf -b" in text
+        or ("# nThread " in text and " nGpus " in text and ("busbw" in text or "# Rank" in text))
+        or "# Avg bus bandwidth" in text
+    ):
         return "nccl_tests"
     if "NVIDIA-SMI" in text or "==============NVSMI LOG" in text:
         return "nvidia_smi"

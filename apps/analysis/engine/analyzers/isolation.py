@@ -6,8 +6,9 @@
   compute and communication time per group (from per-step metrics); a group
   whose comm time is ``Options.comm_ratio`` x the others' while compute is equal
   is affected on the communication side (and the reverse for compute).
-- nccl-tests: each run's bus bandwidth (the ``Avg bus bandwidth`` line, or the
-  mean busbw of the ≥ 256 MiB rows); runs are grouped by their hosts and
+- nccl-tests: each run's bus bandwidth (the mean busbw of its ≥ 256 MiB rows,
+  else the ``Avg bus bandwidth`` line, which averages the whole size sweep and so
+  depends on ``-b``/``-e``); runs are grouped by their hosts and
   compared with each other (a run below 60 % of the best comparable run) and
   with ``Options.expected_busbw`` (below 80 % is degraded; below 50 % poor);
   intra-node and inter-node runs are compared separately.
@@ -176,15 +177,23 @@ class IsolationAnalyzer:
         runs = []
         for e in ctx.by_kind.get("nccl_test_result", []):
             f = e.fields
-            bw = f.get("avg_busbw") if f.get("avg_busbw") is not None else f.get("large_busbw")
+            # the ≥ 256 MiB rows first: the "Avg bus bandwidth" line averages every size of the
+            # sweep, so it depends on -b/-e (8 B..16 GiB averages ~5x lower than 512 MiB..8 GiB)
+            if f.get("large_rows") and f.get("large_busbw") is not None:
+                bw, basis = f["large_busbw"], "large_rows"
+            elif f.get("avg_busbw") is not None:
+                bw, basis = f["avg_busbw"], "avg_line"
+            else:
+                bw, basis = f.get("large_busbw"), "last_rows"
             if bw is None:
-                bw = f.get("peak_busbw")
+                bw, basis = f.get("peak_busbw"), "peak"
             if bw is None:
                 continue
             runs.append(
                 {
                     "event": e,
                     "busbw": float(bw),
+                    "basis": basis,
                     "hosts": f.get("hosts") or [],
                     "scope": f.get("scope"),
                     "test": f.get("test"),
@@ -199,6 +208,13 @@ class IsolationAnalyzer:
             by_test: dict[str, list[dict[str, Any]]] = {}
             for r in same:
                 by_test.setdefault(r["test"], []).append(r)
+            # a sweep without ≥ 256 MiB rows measures latency, not the fabric: compare it only
+            # with others like it
+            for test in list(by_test):
+                small = [r for r in by_test[test] if r["basis"] != "large_rows"]
+                if small and len(small) < len(by_test[test]):
+                    by_test[test] = [r for r in by_test[test] if r["basis"] == "large_rows"]
+                    by_test[f"{test} (small sizes only)"] = small
             for test, rs in by_test.items():
                 best = max(r["busbw"] for r in rs)
                 for r in rs:
@@ -209,6 +225,7 @@ class IsolationAnalyzer:
                         "scope": scope,
                         "hosts": r["hosts"],
                         "busbw": r["busbw"],
+                        "busbw_from": r["basis"],
                         "vs_best": round(r["busbw"] / best, 3) if best else None,
                     }
                     if topo:

@@ -7,9 +7,15 @@ Reads the table printed by every nccl-tests binary::
            1048576  262144  float   sum    -1  40.12  26.13  45.73      0  39.90  26.28  45.99      0
     # Avg bus bandwidth    : 42.3018
 
-Old releases have no ``root`` column and some print ``N/A`` for ``#wrong``; the
-numbers are read from the end of the row, so both layouts work. One file may
-hold several runs (a new ``# nThread`` header starts one). Facts written:
+Old releases have no ``root`` column, no ``Group`` in the rank lines, and an
+``error`` column (the largest relative error, ``1e-06``…, not a count of wrong
+elements); some print ``N/A`` for ``#wrong``; new ones may append a timestamp
+column. The numbers are read from the end of the row, so every layout works.
+The ``Out of bounds values : N`` footer, when present, is the run's wrong count.
+Launcher prefixes (``[1,0]<stdout>:`` from ``mpirun --tag-output``, ``0:`` from
+``srun -l``, Ray's ``(head, rank=0, pid=…)``, a ``host:`` label, an ISO time
+stamp) are peeled first. One file may hold several runs (a new ``# nThread``
+header starts one). Facts written:
 ``facts["nccl_tests"] = {"runs": [{test, hosts, ranks, nodes, scope, rows,
 peak_busbw, avg_busbw, line, text, …}]}``; one ``nccl_test_result`` event per
 run (the ``Avg bus bandwidth`` line, or the best row when that line is absent).
@@ -27,47 +33,71 @@ from . import textlog as _textlog  # noqa: F401 — registered first, so this pa
 from ._lines import clip, iter_lines
 
 _RANK = re.compile(
-    r"^#\s*Rank\s+(?P<r>\d+)\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(?P<h>\S+)\s+device\s+(?P<d>\d+)"
+    r"^#\s*Rank\s+(?P<r>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<h>\S+)\s+device\s+(?P<d>\d+)"
 )
-_AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>[\d.]+)")
+_AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>[\d.]+(?:e[+-]?\d+)?)")
+_OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(?P<n>\d+)")
 _TEST = re.compile(
-    r"\b(?P<t>(?:all_reduce|all_gather|reduce_scatter|alltoall|broadcast|reduce|sendrecv|scatter|gather|hypercube)_perf)\b"
+    r"\b(?P<t>(?:all_reduce|all_gather|reduce_scatter|alltoallv?|broadcast|reduce|sendrecv|scatter|gather|hypercube)_perf(?:_mpi)?)\b"
 )
 _HEAD = re.compile(r"#\s*nThread\s+(?P<nt>\d+)\s+nGpus\s+(?P<ng>\d+)")
-_NUM = re.compile(r"^-?\d+(?:\.\d+)?$")
+_NUM = re.compile(r"^-?\d+(?:\.\d+)?(?:e[+-]?\d+)?$", re.I)
+# what launchers put in front of each line, stacked in this order
+_PREFIX = re.compile(
+    r"^(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+)?"  # kubectl --timestamps
+    r"(?:\([^()]*\)\s+)?"  # Ray (head, rank=0, pid=…)
+    r"(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d{1,6}:(?=\s)|[A-Za-z][\w.-]*:(?=\s+[#\d]))?"
+)
+_TS_TAIL = re.compile(r"\s+\d{4}-\d\d-\d\d\s+\d\d:\d\d:\d\d\s*$")  # -Z timestamp column
 MAX_ROWS = 400
+LARGE = 1 << 28  # rows at or above this size stand for the fabric's bandwidth
 
 
 def _f(tok: str) -> float | None:
     return float(tok) if _NUM.match(tok) else None
 
 
+def _wrong_tok(tok: str) -> bool:
+    return tok == "N/A" or _f(tok) is not None
+
+
+def strip_prefix(line: str) -> str:
+    """The line without the launcher's prefix (see the module docstring)."""
+    m = _PREFIX.match(line)
+    return line[m.end() :] if m and m.end() else line
+
+
 def parse_row(line: str) -> dict[str, Any] | None:
     """One data row → {size, count, type, redop, time_us, algbw, busbw, ip_busbw…} or None."""
+    line = _TS_TAIL.sub("", line)
     toks = line.split()
     if len(toks) < 6 or not toks[0].isdigit():
         return None
-    nums_tail = toks[-8:] if len(toks) >= 12 else None
     row: dict[str, Any] = {
         "size": int(toks[0]),
         "count": int(toks[1]) if toks[1].isdigit() else None,
     }
     row["type"] = toks[2] if len(toks) > 2 else ""
-    row["redop"] = toks[3] if len(toks) > 3 else ""
-    if nums_tail is not None:
-        oop = [_f(t) for t in nums_tail[:3]]
-        ip = [_f(t) for t in nums_tail[4:7]]
-        if None in oop:
-            return None
-        row.update(time_us=oop[0], algbw=oop[1], busbw=oop[2], wrong=nums_tail[3])
-        if None not in ip:
-            row.update(ip_time_us=ip[0], ip_algbw=ip[1], ip_busbw=ip[2], ip_wrong=nums_tail[7])
-        return row
-    tail = [_f(t) for t in toks[-4:-1]]  # only out-of-place printed
-    if None in tail:
+    row["redop"] = toks[3] if len(toks) > 3 and _f(toks[3]) is None else ""
+    tail = toks[-8:]
+    if len(toks) >= 11 and _wrong_tok(tail[3]) and _wrong_tok(tail[7]):
+        oop = [_f(t) for t in tail[:3]]
+        ip = [_f(t) for t in tail[4:7]]
+        if None not in oop and None not in ip:
+            row.update(time_us=oop[0], algbw=oop[1], busbw=oop[2], wrong=tail[3])
+            row.update(ip_time_us=ip[0], ip_algbw=ip[1], ip_busbw=ip[2], ip_wrong=tail[7])
+            return row
+    last = [_f(t) for t in toks[-4:-1]]  # only one block printed
+    if None in last or not _wrong_tok(toks[-1]):
         return None
-    row.update(time_us=tail[0], algbw=tail[1], busbw=tail[2], wrong=toks[-1])
+    row.update(time_us=last[0], algbw=last[1], busbw=last[2], wrong=toks[-1])
     return row
+
+
+def _row_wrong(v: Any) -> int:
+    """Wrong elements in one ``#wrong`` cell (``%g``: ``0``, ``12``, ``1e+06``; ``N/A``)."""
+    x = _f(str(v))
+    return int(x) if x is not None and x > 0 else 0
 
 
 class NcclTestsParser:
@@ -90,26 +120,36 @@ class NcclTestsParser:
                 "line": line_no,
                 "text": "",
                 "ngpus": None,
+                "error_column": False,
+                "oob": None,
             }
             runs.append(run)
             return run
 
+        error_column = False  # the header of the current table says "error", not "#wrong"
         for line_no, text in iter_lines(stream, result):
-            m = _TEST.search(text)
+            body = strip_prefix(text)
+            m = _TEST.search(body)
             if m and (
-                text.lstrip().startswith(("#", "$", "mpirun", "srun", "./", "/"))
-                or "_perf -" in text
+                body.lstrip().startswith(("#", "$", "mpirun", "srun", "./", "/"))
+                or "_perf -" in body
+                or "_perf_mpi -" in body
             ):
-                test_name = m.group("t")
+                test_name = m.group("t").removesuffix("_mpi")  # the MPI build runs the same test
                 if cur is not None and not cur["test"]:
                     cur["test"] = test_name
-            s = text.strip()
+            s = body.strip()
             if not s:
                 continue
             m = _HEAD.match(s)
             if m:
                 cur = new_run(line_no)
                 cur["ngpus"] = int(m.group("ng"))
+                continue
+            if s.startswith("#") and "busbw" in s and "algbw" in s:
+                error_column = " error" in s and "#wrong" not in s
+                if cur is not None:
+                    cur["error_column"] = error_column
                 continue
             if s.startswith("#"):
                 m = _RANK.match(s)
@@ -118,6 +158,11 @@ class NcclTestsParser:
                     cur["ranks"] += 1
                     if m.group("h") not in cur["hosts"]:
                         cur["hosts"].append(m.group("h"))
+                    continue
+                m = _OOB.search(s)
+                if m:
+                    cur = cur or new_run(line_no)
+                    cur["oob"] = int(m.group("n"))
                     continue
                 m = _AVG.search(s)
                 if m:
@@ -129,7 +174,9 @@ class NcclTestsParser:
             row = parse_row(s)
             if row is None:
                 continue
-            cur = cur or new_run(line_no)
+            if cur is None:
+                cur = new_run(line_no)
+                cur["error_column"] = error_column
             if len(cur["rows"]) < MAX_ROWS:
                 row["line"], row["text"] = line_no, clip(text)
                 cur["rows"].append(row)
@@ -143,7 +190,9 @@ class NcclTestsParser:
                 run["hosts"] = [file_host]
             rows = run["rows"]
             best = max(rows, key=lambda r: r["busbw"]) if rows else None
-            big = [r for r in rows if r["size"] >= (1 << 28)] or rows[-3:]
+            big = [r for r in rows if r["size"] >= LARGE]
+            run["large_rows"] = len(big)  # rows of ≥ 256 MiB behind large_busbw (0: the last rows)
+            big = big or rows[-3:]
             run["peak_busbw"] = best["busbw"] if best else run["avg_busbw"]
             run["large_busbw"] = round(sum(r["busbw"] for r in big) / len(big), 3) if big else None
             run["nodes"] = len(run["hosts"]) or None
@@ -152,7 +201,14 @@ class NcclTestsParser:
                 if len(run["hosts"]) > 1
                 else ("intra_node" if run["hosts"] else "unknown")
             )
-            run["wrong"] = sum(1 for r in rows if str(r.get("wrong", "0")) not in ("0", "N/A"))
+            if run["oob"] is not None:
+                run["wrong"] = run["oob"]  # the footer counts every size, kept rows or not
+            elif run["error_column"]:
+                run["wrong"] = 0  # old "error" cells are a relative error, not wrong elements
+            else:
+                run["wrong"] = sum(
+                    _row_wrong(r.get("wrong")) + _row_wrong(r.get("ip_wrong")) for r in rows
+                )
             if run.get("avg_line"):
                 line, text = run["avg_line"], run["avg_text"]
             elif best:
@@ -175,6 +231,7 @@ class NcclTestsParser:
                             "peak_busbw",
                             "avg_busbw",
                             "large_busbw",
+                            "large_rows",
                             "wrong",
                         )
                     },

@@ -1,0 +1,184 @@
+"""Isolation inputs as real tools print them (nccl-tests, nvidia-smi, kernel logs, AIStore):
+regressions found by reading real public output. Every line here is ours (our hosts, values),
+written in the exact layout the tool printed."""
+
+from __future__ import annotations
+
+import io
+
+from apps.analysis import engine
+from apps.analysis.engine.detect import detect_kind
+
+
+def _parse(name: str, text: str) -> engine.ParseResult:
+    return engine.parse_artifact(io.BytesIO(text.encode()), name=name)
+
+
+def _run(r: engine.ParseResult) -> dict:
+    (run,) = r.facts["nccl_tests"]["runs"]
+    return run
+
+
+# --- nccl-tests -------------------------------------------------------------------------------
+
+OLD_NCCL_TESTS = """\
+# nThread 1 nGpus 1 minBytes 8 maxBytes 536870912 step: 2(factor) warmup iters: 5 iters: 20 validation: 1
+#
+# Using devices
+#   Rank  0 Pid  31001 on  trn-a-01 device  0 [0x07] NVIDIA A100-SXM4-80GB
+#   Rank  1 Pid  31002 on  trn-a-01 device  1 [0x0b] NVIDIA A100-SXM4-80GB
+#   Rank  2 Pid  40101 on  trn-a-02 device  0 [0x07] NVIDIA A100-SXM4-80GB
+#   Rank  3 Pid  40102 on  trn-a-02 device  1 [0x0b] NVIDIA A100-SXM4-80GB
+#
+#                                                       out-of-place                       in-place
+#       size         count      type   redop     time   algbw   busbw  error     time   algbw   busbw  error
+#        (B)    (elements)                       (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)
+        8192          2048     float     sum    88.10    0.09    0.14  2e-06    87.90    0.09    0.14  2e-06
+   268435456      67108864     float     sum   3900.0   68.83  103.24  4e-07   3910.2   68.65  102.98  0e+00
+   536870912     134217728     float     sum   7702.5   69.70  104.55  4e-07   7711.0   69.62  104.43  4e-07
+# Out of bounds values : 0 OK
+# Avg bus bandwidth    : 69.31
+#
+"""
+
+
+def test_old_nccl_tests_rank_lines_without_group_give_the_hosts() -> None:
+    r = _parse("nccl.log", OLD_NCCL_TESTS)
+    run = _run(r)
+    assert run["hosts"] == ["trn-a-01", "trn-a-02"]
+    assert run["ranks"] == 4
+    assert run["scope"] == "inter_node"
+
+
+def test_old_nccl_tests_error_column_is_not_a_count_of_wrong_elements() -> None:
+    run = _run(_parse("nccl.log", OLD_NCCL_TESTS))
+    assert run["error_column"] is True
+    assert run["wrong"] == 0
+
+
+def test_wrong_count_comes_from_the_out_of_bounds_footer() -> None:
+    text = OLD_NCCL_TESTS.replace(
+        "# Out of bounds values : 0 OK", "# Out of bounds values : 7 FAILED"
+    )
+    assert _run(_parse("nccl.log", text))["wrong"] == 7
+
+
+NEW_ROW = (
+    "   {size:>9}     {count:>9}     float     sum      -1   {t:>6}  {a:>6}  {b:>6}  {w:>5}"
+    "   {t:>6}  {a:>6}  {b:>6}  {w:>5}"
+)
+
+
+def _new_table(prefix: str, hosts: list[str], rows: list[tuple[int, float, str]], **kw) -> str:
+    lines = [
+        "# nccl-tests version 2.17.1 nccl-headers=22602 nccl-library=22602",
+        "# Collective test starting: all_reduce_perf_mpi",
+        "# nThread 1 nGpus 1 minBytes 1048576 maxBytes 1073741824 step: 2(factor) warmup iters: 5 "
+        "iters: 20 agg iters: 1 validation: 1 graph: 0",
+        "#",
+        "# Using devices",
+    ]
+    for i, h in enumerate(hosts):
+        lines.append(
+            f"#  Rank {i:2d} Group  0 Pid {5000 + i:6d} on {h:>10s} device {i % 8:2d} "
+            f"[0000:1b:00] NVIDIA H100 80GB HBM3"
+        )
+    lines += [
+        "#",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+        "time   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            "
+        "(us)  (GB/s)  (GB/s)",
+    ]
+    for size, busbw, wrong in rows:
+        lines.append(
+            NEW_ROW.format(
+                size=size,
+                count=size // 4,
+                t="1000.0",
+                a=f"{busbw / 1.9:.2f}",
+                b=f"{busbw:.2f}",
+                w=wrong,
+            )
+            + kw.get("tail", "")
+        )
+    lines += [
+        "# Out of bounds values : 0 OK",
+        f"# Avg bus bandwidth    : {kw.get('avg', 12.5)} ",
+        "#",
+        "# Collective test concluded: all_reduce_perf_mpi",
+    ]
+    return "\n".join(prefix + ln for ln in lines) + "\n"
+
+
+def test_mpirun_tag_output_prefix_is_peeled_and_the_mpi_build_names_the_test() -> None:
+    text = _new_table(
+        "[1,0]<stdout>:",
+        ["gpu-b-01", "gpu-b-02"],
+        [(1048576, 9.1, "0"), (268435456, 180.4, "0"), (1073741824, 190.2, "0")],
+    )
+    assert detect_kind("launcher.log", text.encode()) == "nccl_tests"
+    r = _parse("launcher.log", text)
+    assert r.error is None
+    run = _run(r)
+    assert run["test"] == "all_reduce_perf"
+    assert run["hosts"] == ["gpu-b-01", "gpu-b-02"]
+    assert [row["size"] for row in run["rows"]] == [1048576, 268435456, 1073741824]
+    assert run["rows"][-1]["busbw"] == 190.2
+    assert run["large_rows"] == 2
+
+
+def test_ray_and_srun_label_prefixes_are_peeled_and_detected_without_the_out_of_place_line() -> (
+    None
+):
+    for prefix in (
+        "(head, rank=0, pid=4711) [1,0]<stdout>:",
+        "0: ",
+        "2024-05-02T10:11:12.123456Z ",
+    ):
+        text = _new_table(prefix, ["gpu-c-01", "gpu-c-02"], [(536870912, 300.0, "0")])
+        text = "\n".join(ln for ln in text.split("\n") if "out-of-place" not in ln)
+        assert detect_kind("job.log", text.encode()) == "nccl_tests", prefix
+        run = _run(_parse("job.log", text))
+        assert run["hosts"] == ["gpu-c-01", "gpu-c-02"], prefix
+        assert run["rows"][0]["busbw"] == 300.0, prefix
+
+
+def test_timestamp_column_after_in_place_is_not_read_as_bandwidth() -> None:
+    text = _new_table(
+        "", ["gpu-d-01", "gpu-d-02"], [(268435456, 150.0, "0")], tail="  2025-03-04 05:06:07"
+    )
+    (row,) = _run(_parse("nccl.txt", text))["rows"]
+    assert row["busbw"] == 150.0 and row["ip_busbw"] == 150.0
+
+
+def test_wrong_cells_printed_with_g_are_counted_as_elements() -> None:
+    text = _new_table("", ["gpu-e-01"], [(268435456, 150.0, "3"), (536870912, 151.0, "1e+06")])
+    text = text.replace("# Out of bounds values : 0 OK\n", "")
+    assert _run(_parse("nccl.txt", text))["wrong"] == 2 * (3 + 1_000_000)
+
+
+def test_a_full_size_sweep_is_compared_on_its_large_rows_not_its_average_line() -> None:
+    # the same fabric: an 1 MiB..1 GiB sweep averages low because of its small sizes
+    wide = _new_table(
+        "",
+        ["gpu-f-01", "gpu-f-02"],
+        [(1048576, 9.0, "0"), (268435456, 181.0, "0"), (1073741824, 189.0, "0")],
+        avg=60.1,
+    )
+    narrow = _new_table(
+        "", ["gpu-f-03", "gpu-f-04"], [(536870912, 186.0, "0"), (1073741824, 190.0, "0")], avg=188.0
+    )
+    doc = engine.analyze([_parse("wide.txt", wide), _parse("narrow.txt", narrow)])
+    assert not [f for f in doc["findings"] if f["kind"] == "nccl_tests_slow_group"]
+    rows = {r["file"]: r for r in doc["isolation"]["nccl_tests"]}
+    assert rows["wide.txt"]["busbw"] == 185.0
+    assert rows["wide.txt"]["busbw_from"] == "large_rows"
+
+
+def test_a_slow_pair_is_still_found_on_large_rows() -> None:
+    good = _new_table("", ["gpu-g-01", "gpu-g-02"], [(1073741824, 190.0, "0")], avg=190.0)
+    bad = _new_table("", ["gpu-g-03", "gpu-g-04"], [(1073741824, 41.0, "0")], avg=41.0)
+    doc = engine.analyze([_parse("good.txt", good), _parse("bad.txt", bad)])
+    (f,) = [f for f in doc["findings"] if f["kind"] == "nccl_tests_slow_group"]
+    assert f["hosts"] == ["gpu-g-03", "gpu-g-04"]
