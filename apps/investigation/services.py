@@ -38,6 +38,13 @@ class InvestigationError(Exception):
     """A write that cannot be done; the message is shown to the person."""
 
 
+class ConflictError(InvestigationError):
+    """Someone else changed the record first (a compare-and-set lost); the view answers 409."""
+
+
+CONFLICT_MESSAGE = "Someone else changed this first; reload and try again."
+
+
 def _actor(actor: AbstractBaseUser | None) -> AbstractBaseUser | None:
     return actor if actor is not None and actor.is_authenticated else None
 
@@ -160,13 +167,25 @@ def hypothesis_record_test(
     if not (test_plan or hypothesis.test_plan).strip() or not (test_result or "").strip():
         raise InvestigationError("Say which test was run and what it showed.")
     old = hypothesis.status
-    hypothesis.status = status
+    # Lock the row so evidence added by someone else meanwhile is kept, not replaced by
+    # this (possibly stale) copy's list; then compare-and-set on the status this copy saw.
+    current = Hypothesis.objects.select_for_update().filter(pk=hypothesis.pk).first()
+    if current is None:
+        raise ConflictError("That hypothesis no longer exists; reload the page.")
+    changes: dict[str, Any] = {"status": status, "test_result": test_result}
     if test_plan.strip():
-        hypothesis.test_plan = test_plan
-    hypothesis.test_result = test_result
+        changes["test_plan"] = test_plan
     if evidence:
-        hypothesis.evidence = _clean_refs([*hypothesis.evidence, *evidence])
-    hypothesis.save()
+        changes["evidence"] = _clean_refs([*current.evidence, *evidence])
+    changes["updated_at"] = timezone.now()
+    if Hypothesis.objects.filter(pk=hypothesis.pk, status=old).update(**changes) != 1:
+        raise ConflictError(
+            f"Someone else marked this hypothesis {current.get_status_display().lower()} "
+            "first; reload and try again."
+        )
+    for name, value in changes.items():
+        setattr(hypothesis, name, value)
+    hypothesis.evidence = changes.get("evidence", current.evidence)
     incident_event_add(
         incident=hypothesis.incident,
         kind="investigation.hypothesis_tested",
@@ -267,6 +286,13 @@ def proposal_dismiss(
 # ---------------------------------------------------------------- five whys
 
 
+def _lock_chains(incident: Incident) -> None:
+    # Two people choosing (or starting the first) chain at once would both see "no chosen
+    # chain" and break the one-chosen-chain constraint; lock the incident's row so the
+    # second waits and then reads the first one's choice.
+    Incident.objects.select_for_update().filter(pk=incident.pk).first()
+
+
 @transaction.atomic
 def why_chain_create(
     *,
@@ -280,6 +306,7 @@ def why_chain_create(
     title = (title or "").strip()
     if not title:
         raise InvestigationError("Name the symptom the chain starts from.")
+    _lock_chains(incident)
     chain = WhyChain.objects.create(
         incident=incident,
         title=title[:300],
@@ -340,7 +367,11 @@ def why_step_add(
 
 @transaction.atomic
 def why_chain_choose(*, chain: WhyChain, actor: AbstractBaseUser | None) -> WhyChain:
-    """Make this chain the one whose last level is the root cause."""
+    """Make this chain the one whose last level is the root cause (the last choice wins;
+    choosing is serialised per incident so two choices at once cannot both stick)."""
+    _lock_chains(chain.incident)
+    if not WhyChain.objects.filter(pk=chain.pk).exists():
+        raise ConflictError("That chain no longer exists; reload the page.")
     WhyChain.objects.filter(incident=chain.incident, is_chosen=True).exclude(pk=chain.pk).update(
         is_chosen=False
     )
@@ -414,10 +445,17 @@ def fix_create(
 
 @transaction.atomic
 def fix_mark_applied(*, fix: Fix, actor: AbstractBaseUser | None) -> Fix:
+    """proposed | verified | rejected → applied, compare-and-set on the status this copy
+    holds: if someone else applied or verified it meanwhile, ConflictError."""
+    old = fix.status
+    if old == FixStatus.APPLIED:
+        raise InvestigationError("That fix is already marked applied.")
     now = timezone.now()
-    Fix.objects.filter(pk=fix.pk).update(
+    rows = Fix.objects.filter(pk=fix.pk, status=old).update(
         status=FixStatus.APPLIED, applied_at=now, applied_by=_actor(actor)
     )
+    if rows != 1:
+        raise ConflictError(CONFLICT_MESSAGE)
     fix.refresh_from_db()
     incident_event_add(
         incident=fix.incident,
@@ -464,7 +502,10 @@ def fix_verify(
     )
     new_status = {"FIXED": FixStatus.VERIFIED, "NOT_FIXED": FixStatus.REJECTED}.get(result.verdict)
     if new_status and fix.status != new_status:
-        Fix.objects.filter(pk=fix.pk).update(status=new_status)
+        # Compare-and-set: a fix re-applied or verified by someone else meanwhile keeps
+        # their status, and this verification is rolled back with a clear message.
+        if Fix.objects.filter(pk=fix.pk, status=fix.status).update(status=new_status) != 1:
+            raise ConflictError(CONFLICT_MESSAGE)
         fix.status = new_status
     extra = f"; regressions: {', '.join(result.regressions)}" if result.regressions else ""
     incident_event_add(
@@ -562,25 +603,40 @@ def action_item_update(
     due_date: dt.date | bool | None = False,
     priority: str | None = None,
 ) -> ActionItem:
-    """Change status, owner, due date or priority (``False`` = leave as is)."""
+    """Change status, owner, due date or priority (``False`` = leave as is).
+
+    Only the changed columns are written, so a concurrent edit of another field is kept;
+    a status change is compare-and-set on the status this copy holds (ConflictError if
+    someone else changed the status first)."""
     changes = []
+    fields: dict[str, Any] = {}
+    old_status = item.status
     if status is not None and status != item.status:
         if status not in ActionStatus.values:
             raise InvestigationError("Unknown status.")
-        item.status = status
+        fields["status"] = status
         changes.append(f"status {ActionStatus(status).label.lower()}")
     if owner is not False and owner != item.owner:
-        item.owner = owner
+        fields["owner"] = owner
         changes.append(f"owner {owner.get_username() if owner else 'nobody'}")
     if due_date is not False and due_date != item.due_date:
-        item.due_date = due_date
+        fields["due_date"] = due_date
         changes.append(f"due {due_date.isoformat() if due_date else 'unset'}")
     if priority is not None and priority != item.priority:
         _check_priority(priority)
-        item.priority = priority
+        fields["priority"] = priority
         changes.append(f"priority {priority.upper()}")
     if changes:
-        item.save()
+        fields["updated_at"] = timezone.now()
+        rows = ActionItem.objects.filter(pk=item.pk)
+        if "status" in fields:
+            rows = rows.filter(status=old_status)
+        if rows.update(**fields) != 1:
+            raise ConflictError(
+                "Someone else changed this action item's status first; reload and try again."
+            )
+        for name, value in fields.items():
+            setattr(item, name, value)
         incident_event_add(
             incident=item.incident,
             kind="investigation.action_updated",

@@ -73,8 +73,9 @@ def _fail(request: HttpRequest, incident: Incident, section: str, exc: Exception
         ctx = section_context(incident=incident)
         ctx["error"] = str(exc)
         ctx["posted"] = request.POST
-        resp = render(request, f"investigation/sections.html#{section}", ctx, status=422)
-        return resp
+        # 409 when someone else changed the record first (a lost compare-and-set).
+        status = 409 if isinstance(exc, services.ConflictError) else 422
+        return render(request, f"investigation/sections.html#{section}", ctx, status=status)
     messages.error(request, str(exc))
     return redirect(reverse("incidents:detail", args=[incident.code]) + f"#{SECTIONS[section]}")
 
@@ -88,7 +89,7 @@ def _act(
 ) -> HttpResponse:
     """Load the incident for this user (404 for outsiders, before anything is read from
     the form), run `work` on it, answer with the section (htmx) or a redirect; an
-    InvestigationError is shown in the section with status 422."""
+    InvestigationError is shown in the section with status 422 (409 for a ConflictError)."""
     incident = _incident(request, code)
     try:
         work(incident)
