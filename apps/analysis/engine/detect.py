@@ -110,6 +110,8 @@ def detect_kind(name: str, head: bytes) -> str:
         return "nccl_tests"
     if "NVIDIA-SMI" in text or "==============NVSMI LOG" in text:
         return "nvidia_smi"
+    if text.lstrip().startswith("Unable to determine the device handle for GPU"):
+        return "nvidia_smi"  # nvidia-smi's whole output when it cannot reach any GPU
     if (
         base.startswith(("aistarget", "aisproxy", "ais-target", "ais-proxy"))
         or ".ais-target-" in base

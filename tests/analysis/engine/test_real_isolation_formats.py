@@ -182,3 +182,145 @@ def test_a_slow_pair_is_still_found_on_large_rows() -> None:
     doc = engine.analyze([_parse("good.txt", good), _parse("bad.txt", bad)])
     (f,) = [f for f in doc["findings"] if f["kind"] == "nccl_tests_slow_group"]
     assert f["hosts"] == ["gpu-g-03", "gpu-g-04"]
+
+
+# --- nvidia-smi -------------------------------------------------------------------------------
+
+TABLE_HEAD = """\
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 550.90.07              Driver Version: 550.90.07      CUDA Version: 12.4     |
+|-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+"""
+
+
+def _gpu_findings(doc: dict) -> list[dict]:
+    return [f for f in doc["findings"] if f["kind"] == "gpu_health"]
+
+
+def test_a_gpu_nvidia_smi_cannot_reach_is_a_finding_quoting_that_line() -> None:
+    text = (
+        "Unable to determine the device handle for GPU3: 0000:9C:00.0: Unknown Error\n"
+        + TABLE_HEAD
+        + "|   0  NVIDIA H100 80GB HBM3          On  |   00000000:1B:00.0 Off |"
+        "                    0 |\n"
+        "| N/A   36C    P0             90W /  700W |       4MiB /  81559MiB |"
+        "      0%      Default |\n"
+    )
+    r = _parse("nvidia-smi-gpu-h-07.txt", text)
+    assert r.kind == "nvidia_smi"
+    lost = [e for e in r.events if e.fields["readings"].get("lost")]
+    assert len(lost) == 1 and lost[0].fields["gpu"] == 3
+    assert lost[0].fields["readings"]["bus"] == "0000:9C:00.0"
+    (f,) = _gpu_findings(engine.analyze([r]))
+    assert f["hosts"] == ["gpu-h-07"] and f["action"] == "drain"
+    assert f["evidence"][0]["line"] == 1
+
+
+def test_the_bus_id_alone_form_of_the_unreachable_gpu_line() -> None:
+    r = _parse(
+        "nvidia-smi-gpu-h-08.txt",
+        "Unable to determine the device handle for GPU0000:5D:00.0: Unknown Error\n"
+        "No devices were found\n",
+    )
+    (e,) = r.events
+    assert e.fields["readings"]["bus"] == "0000:5D:00.0"
+    assert e.fields["readings"]["lost"] == "Unknown Error"
+
+
+def test_err_in_the_old_table_marks_the_gpu_unreachable() -> None:
+    text = (
+        "| NVIDIA-SMI 470.82.01    Driver Version: 470.82.01    CUDA Version: 11.4     |\n"
+        "|   1  Tesla V100-SXM2...  On   | 00000000:1C:00.0 Off |                  N/A |\n"
+        "|ERR!  ERR!  ERR!    ERR! / ERR!|   1024MiB / 32510MiB |    ERR!      Default |\n"
+    )
+    r = _parse("nvidia-smi-gpu-v-02.txt", text)
+    (e,) = r.events
+    assert e.fields["readings"]["lost"]
+    (f,) = _gpu_findings(engine.analyze([r]))
+    assert f["evidence"][0]["line"] == 3
+
+
+def test_a_busy_gpu_at_its_power_cap_is_not_a_hardware_finding() -> None:
+    text = (
+        TABLE_HEAD + "|   0  NVIDIA H100 80GB HBM3          On  |   00000000:1B:00.0 Off |"
+        "                    0 |\n"
+        "| N/A   61C    P0            699W /  700W |   70000MiB /  81559MiB |"
+        "    100%      Default |\n"
+    )
+    doc = engine.analyze([_parse("nvidia-smi-gpu-h-09.txt", text)])
+    assert not _gpu_findings(doc)
+    assert doc["hardware"]["gpus"][0]["notes"]
+
+
+CSV_LOOP = """\
+timestamp, index, pci.bus_id, temperature.gpu, power.draw [W], power.limit [W], clocks.sm [MHz], clocks.max.sm [MHz]
+2025/01/09 03:00:00.001, 0, 00000000:1B:00.0, 58, 380.10 W, 400.00 W, 1410 MHz, 1410 MHz
+2025/01/09 03:00:00.002, 1, 00000000:2C:00.0, 59, 381.20 W, 400.00 W, 1410 MHz, 1410 MHz
+2025/01/09 03:00:10.001, 0, 00000000:1B:00.0, 60, 80.30 W, 400.00 W, 600 MHz, 1410 MHz
+2025/01/09 03:00:10.002, 1, 00000000:2C:00.0, 87, 300.40 W, 400.00 W, 810 MHz, 1410 MHz
+2025/01/09 03:00:20.001, 0, 00000000:1B:00.0, 59, 379.90 W, 400.00 W, 1410 MHz, 1410 MHz
+2025/01/09 03:00:20.002, 1, 00000000:2C:00.0, 66, 382.00 W, 400.00 W, 1410 MHz, 1410 MHz
+"""
+
+
+def test_a_looping_csv_is_one_reading_per_gpu_with_its_worst_sample() -> None:
+    r = _parse("gpu-monitor-gpu-a-04.csv", CSV_LOOP)
+    assert len(r.events) == 2
+    by_gpu = {e.fields["gpu"]: e.fields for e in r.events}
+    g1 = by_gpu[1]["readings"]
+    assert g1["samples"] == 3 and g1["temp_c"] == 87 and g1["sm_clock_mhz"] == 810
+    assert by_gpu[1]["lines"]["temp_c"][0] == 5
+    # GPU 0's 600 MHz sample was idle (80 W): not a slow clock under load
+    assert by_gpu[0]["readings"]["sm_clock_mhz"] == 1410
+    doc = engine.analyze([r])
+    (f,) = _gpu_findings(doc)
+    assert "GPU 1" in f["title"] and "SM clock 810" in f["title"]
+
+
+def test_q_reset_flags_sram_threshold_and_t_limit_margin() -> None:
+    text = """\
+==============NVSMI LOG==============
+
+Driver Version                            : 550.90.07
+
+GPU 00000000:4E:00.0
+    Product Name                          : NVIDIA H100 80GB HBM3
+    Minor Number                          : 5
+    GPU Reset Status
+        Reset Required                    : Yes
+        Drain and Reset Recommended       : No
+    ECC Errors
+        Volatile
+            SRAM Correctable              : 0
+            SRAM Uncorrectable Parity     : 0
+            SRAM Uncorrectable SEC-DED    : 0
+            DRAM Correctable              : 0
+            DRAM Uncorrectable            : 0
+        Aggregate
+            SRAM Correctable              : 0
+            SRAM Uncorrectable Parity     : 3
+            SRAM Uncorrectable SEC-DED    : 0
+            DRAM Correctable              : 0
+            DRAM Uncorrectable            : 0
+            SRAM Threshold Exceeded       : Yes
+    Temperature
+        GPU Current Temp                  : 79 C
+        GPU T.Limit Temp                  : 1 C
+        GPU Shutdown T.Limit Temp         : -5 C
+        GPU Slowdown T.Limit Temp         : -2 C
+        GPU Max Operating T.Limit Temp    : 0 C
+"""
+    r = _parse("nvidia-smi-q-gpu-h-11.txt", text)
+    (e,) = r.events
+    rd = e.fields["readings"]
+    assert rd["reset_required"] == "Yes" and rd["sram_threshold_exceeded"] == "Yes"
+    assert rd["t_limit_margin_c"] == 1 and rd["slowdown_t_limit_c"] == -2
+    assert rd["ecc_uncorrected_aggregate"] == 3
+    (f,) = _gpu_findings(engine.analyze([r]))
+    assert f["action"] == "replace"
+    lines = {ev["line"] for ev in f["evidence"]}
+    assert 24 in lines  # the SRAM Threshold Exceeded line

@@ -3,9 +3,13 @@
 - Xid (kernel log ``NVRM: Xid (PCI:…): N, …``): each code maps to what it means
   and the first action (``reset`` the GPU, ``drain`` the node for diagnostics,
   ``replace`` the part, or ``app`` — fix the application), per NVIDIA's Xid catalogue.
-- nvidia-smi uploads: uncorrectable ECC, retired pages / remapped rows pending or
-  failed, temperature at/over the slowdown limit (or > 85 °C), power at its cap,
-  clocks throttled (HW slowdown / thermal / power brake), SM clock far below max.
+- nvidia-smi uploads: a GPU nvidia-smi cannot reach (``Unable to determine the
+  device handle``, ``ERR!`` in the table), uncorrectable ECC, SRAM threshold
+  exceeded, retired pages / remapped rows pending or failed, the driver's
+  reset/drain recommendation, temperature at/over the slowdown limit (or > 85 °C,
+  or within 2 °C of T.Limit's slowdown margin), clocks throttled (HW slowdown /
+  thermal / power brake), SM clock far below max under load. Power at its cap
+  is a note (a busy GPU sits there), not a problem.
 - Repeat offenders: hosts of this job that appear in ``Options.history_hosts``
   (host → number of this team's past incidents naming it).
 """
@@ -146,6 +150,28 @@ class HardwareAnalyzer:
                     )
             if str(r.get("remap_failure", "")).lower() in ("yes", "1", "true"):
                 problems.append(("remap_failure", "row remapping failed", "replace"))
+            if r.get("lost"):
+                problems.append(("lost", f"nvidia-smi cannot reach the GPU ({r['lost']})", "drain"))
+            if str(r.get("sram_threshold_exceeded", "")).lower() == "yes":
+                problems.append(
+                    (
+                        "sram_threshold_exceeded",
+                        "SRAM uncorrectable errors over threshold",
+                        "replace",
+                    )
+                )
+            if str(r.get("drain_and_reset", "")).lower() == "yes":
+                problems.append(("drain_and_reset", "driver recommends drain and reset", "drain"))
+            elif str(r.get("reset_required", "")).lower() == "yes":
+                problems.append(("reset_required", "driver says a GPU reset is required", "reset"))
+            margin, slow_at = r.get("t_limit_margin_c"), r.get("slowdown_t_limit_c")
+            if (
+                isinstance(margin, int | float)
+                and margin <= (slow_at if isinstance(slow_at, int | float) else 0) + 2
+            ):
+                problems.append(
+                    ("t_limit_margin_c", f"{margin} °C from the thermal limit", "drain")
+                )
             temp = r.get("temp_c")
             limit = (
                 r.get("slowdown_temp_c")
@@ -161,13 +187,15 @@ class HardwareAnalyzer:
                     )
                 )
             pw, cap = r.get("power_w"), r.get("power_limit_w")
+            notes = []
             if (
                 isinstance(pw, int | float)
                 and isinstance(cap, int | float)
                 and cap > 0
                 and pw >= 0.98 * cap
             ):
-                problems.append(("power_w", f"power {pw} W at its cap {cap} W", "app"))
+                # a busy GPU normally runs at its power cap: context, not a fault by itself
+                notes.append(f"power {pw} W at its cap {cap} W")
             for k, v in r.items():
                 if (
                     k.startswith("throttle_")
@@ -176,12 +204,14 @@ class HardwareAnalyzer:
                 ):
                     problems.append((k, f"clocks throttled: {k[9:].replace('_', ' ')}", "drain"))
             sm, smax = r.get("sm_clock_mhz"), r.get("sm_clock_max_mhz")
+            # several samples: judge the clock by the power of its own sample
+            load_pw = r.get("sm_clock_power_w") if r.get("samples") else r.get("power_w")
             if (
                 isinstance(sm, int | float)
                 and isinstance(smax, int | float)
                 and smax
                 and sm < 0.7 * smax
-                and (r.get("power_w") or 0) > 0.5 * (cap or 1e9)
+                and (load_pw or 0) > 0.5 * (cap or 1e9)
             ):
                 problems.append(
                     ("sm_clock_mhz", f"SM clock {sm} MHz under load, max {smax}", "drain")
@@ -192,6 +222,7 @@ class HardwareAnalyzer:
                 "file": e.file,
                 "readings": {k: v for k, v in r.items() if not isinstance(v, dict)},
                 "problems": [m for _, m, _ in problems],
+                "notes": notes,
             }
             out["gpus"].append(gpu)
             if problems:

@@ -37,6 +37,25 @@ _TABLE_USE = re.compile(
     r"\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+)%"
 )
 _NUM = re.compile(r"-?\d+(?:\.\d+)?")
+# nvidia-smi could not reach a GPU: it is missing from the table/-q/CSV that follows
+_BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d"
+_LOST = re.compile(
+    rf"Unable to determine the device handle for GPU\s*(?:(?P<bus>{_BUS})|(?P<i>\d+)"
+    rf"(?::\s*(?P<bus2>{_BUS}))?)?:?\s*(?P<why>.*)$"
+)
+# the table's usage row when the driver cannot read the GPU: "| ERR!  ERR!  ERR!  ERR! / ERR! |"
+_TABLE_ERR = re.compile(r"^\|\s*(?:\S+\s+)?ERR!\s+ERR!")
+# a GPU seen several times (nvidia-smi -l, --query-gpu -l, several snapshots) keeps its worst
+_WORST_MAX = ("temp_c", "mem_temp_c", "power_w", "ecc_", "retired_", "remapped_", "mem_used_mib")
+_FLAGS = (
+    "pending_retirement",
+    "remap_pending",
+    "remap_failure",
+    "reset_required",
+    "drain_and_reset",
+    "sram_threshold_exceeded",
+    "lost",
+)
 _HOST_LINE = re.compile(
     r"^(?:=+\s*)?(?:host(?:name)?\s*[:=]\s*|#+\s*)(?P<h>[A-Za-z][\w.-]*\d[\w.-]*)\s*=*\s*$", re.I
 )
@@ -60,6 +79,10 @@ _Q_LABELS = {
     "remapping failure occurred": "remap_failure",
     "minor number": "index",
     "serial number": "serial",
+    "gpu t.limit temp": "t_limit_margin_c",  # degrees left below T.Limit (H100+, driver ≥ 530)
+    "gpu slowdown t.limit temp": "slowdown_t_limit_c",  # margin at which clocks slow down
+    "reset required": "reset_required",
+    "drain and reset recommended": "drain_and_reset",
 }
 _THROTTLE_SECTIONS = ("clocks throttle reasons", "clocks event reasons", "clocks_event_reasons")
 _CSV_FIELDS = {
@@ -137,6 +160,18 @@ class NvidiaSmiParser:
             s = text.strip()
             if not s:
                 continue
+            if "Unable to determine the device handle" in s:
+                ml = _LOST.search(s)
+                if ml:
+                    bus = ml.group("bus") or ml.group("bus2")
+                    g = _Gpu(bus or f"lost-{ml.group('i')}", line_no, text)
+                    if ml.group("i") is not None:
+                        g.r["index"] = int(ml.group("i"))
+                    if bus:
+                        g.r["bus"] = bus
+                    g.set("lost", (ml.group("why") or "unreachable").strip()[:120], line_no, text)
+                    gpus.append(g)
+                    continue
             if host is None:
                 mh = _HOST_LINE.match(s)
                 if mh:
@@ -207,6 +242,10 @@ class NvidiaSmiParser:
                     table_gpu.set("ecc_uncorrected_volatile", ecc, line_no, text)
                 gpus.append(table_gpu)
                 continue
+            if table_gpu is not None and _TABLE_ERR.match(s):
+                table_gpu.set("lost", "ERR! in the nvidia-smi table", line_no, text)
+                table_gpu = None
+                continue
             m = _TABLE_USE.match(s)
             if m and table_gpu is not None:
                 table_gpu.set("temp_c", int(m.group("temp")), line_no, text)
@@ -227,6 +266,7 @@ class NvidiaSmiParser:
             )
         if host:
             result.hosts = [host]
+        gpus = _merge_samples(gpus)
         for i, g in enumerate(gpus):
             g.r.setdefault("index", i)
             result.events.append(
@@ -255,6 +295,9 @@ class NvidiaSmiParser:
                 g.set("throttle_" + re.sub(r"\W+", "_", key).strip("_"), "Active", line, text)
             return
         if "ecc errors" in sect:
+            if key == "sram threshold exceeded":
+                g.set("sram_threshold_exceeded", value.strip(), line, text)
+                return
             if not isinstance(v, int):
                 return
             scope = "aggregate" if "aggregate" in sect else "volatile"
@@ -311,7 +354,71 @@ class NvidiaSmiParser:
         if name and "power" in name and "module" in sect:
             return
         if name and name not in g.r:
-            g.set(name, v if name not in ("name", "serial") else value.strip(), line, text)
+            keep_text = name in ("name", "serial", "reset_required", "drain_and_reset")
+            g.set(name, value.strip() if keep_text else v, line, text)
+
+
+def _is_yes(v: Any) -> bool:
+    return str(v).strip().lower() in ("yes", "1", "true", "active") or (
+        isinstance(v, str)
+        and bool(v)
+        and v.lower() not in ("no", "0", "false", "n/a", "not active")
+    )
+
+
+def _loaded(r: dict[str, Any]) -> bool:
+    pw, cap = r.get("power_w"), r.get("power_limit_w")
+    return (
+        isinstance(pw, int | float) and isinstance(cap, int | float) and cap > 0 and pw > 0.5 * cap
+    )
+
+
+def _bus_key(bus: Any) -> str | None:
+    """``00000000:3B:00.0`` and ``0000:3b:00.0`` are the same GPU."""
+    if not isinstance(bus, str) or ":" not in bus:
+        return None
+    dom, rest = bus.strip().split(":", 1)
+    try:
+        return f"{int(dom, 16):x}:{rest.lower()}"
+    except ValueError:
+        return bus.lower()
+
+
+def _merge_samples(gpus: list[_Gpu]) -> list[_Gpu]:
+    """One reading per GPU: samples of the same GPU (by bus id, else index) keep their worst
+    value of each reading, with that sample's line; the SM clock keeps its lowest sample taken
+    under load (with that sample's power as ``sm_clock_power_w``)."""
+    by_key: dict[str, _Gpu] = {}
+    out: list[_Gpu] = []
+    for g in gpus:
+        r = g.r
+        if "sm_clock_mhz" in r and _loaded(r):
+            g.set("sm_clock_power_w", r["power_w"], *g.lines.get("sm_clock_mhz", [g.line, g.text]))
+        key = _bus_key(r.get("bus")) or (f"#{r['index']}" if "index" in r else f"@{g.line}")
+        first = by_key.get(key)
+        if first is None:
+            by_key[key] = g
+            out.append(g)
+            continue
+        first.r["samples"] = int(first.r.get("samples", 1)) + 1
+        for name, v in r.items():
+            old = first.r.get(name)
+            line, text = g.lines.get(name, [g.line, g.text])
+            if name == "sm_clock_mhz":
+                if "sm_clock_power_w" in r and (
+                    "sm_clock_power_w" not in first.r or (isinstance(old, int | float) and v < old)
+                ):
+                    first.set(name, v, line, text)
+                    first.set("sm_clock_power_w", r["sm_clock_power_w"], line, text)
+            elif name.startswith(_WORST_MAX) and isinstance(v, int | float):
+                if not isinstance(old, int | float) or v > old:
+                    first.set(name, v, line, text)
+            elif name in _FLAGS:
+                if old is None or (_is_yes(v) and not _is_yes(old)):
+                    first.set(name, v, line, text)
+            elif name not in first.r:
+                first.set(name, v, line, text)
+    return out
 
 
 register_parser(NvidiaSmiParser())
