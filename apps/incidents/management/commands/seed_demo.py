@@ -64,21 +64,29 @@ class Command(BaseCommand):
         return user, incident
 
     def _demo_logs(self, incident: Incident, user) -> None:
-        """Once: a generated 128-rank data-loader stall, ingested through the upload service."""
-        if incident.artifacts.exists():
-            return
+        """Once: a generated 128-rank data-loader stall (every rank's log and the job's
+        per-rank step metrics), ingested through the upload service. A file of that name
+        already in the incident is not uploaded again, so re-running adds nothing, and a
+        demo seeded before the metrics file existed gets just that file."""
         try:
             from apps.analysis.engine.testing.generate import generate
+            from apps.analysis.engine.testing.step_metrics import FILE_NAME, write_step_metrics
         except ImportError:
             self.stdout.write("The log generator is not available; the demo incident has no logs.")
             return
+        existing = set(incident.artifacts.values_list("original_name", flat=True))
+        if FILE_NAME in existing:
+            return
+        uploaded = 0
         with tempfile.TemporaryDirectory() as tmp:
-            generate("data_stall", tmp, ranks=128)
+            manifest = generate("data_stall", tmp, ranks=128)
+            write_step_metrics(manifest, Path(tmp) / FILE_NAME)
             for path in sorted(Path(tmp).iterdir()):
-                if path.name == "manifest.json" or not path.is_file():
+                if path.name == "manifest.json" or not path.is_file() or path.name in existing:
                     continue
                 with path.open("rb") as f:
                     artifact_upload(
                         incident=incident, fileobj=f, name=path.name, actor=user, source="cli"
                     )
-        self.stdout.write(f"Demo logs of a 128-rank job uploaded to {incident.code}.")
+                uploaded += 1
+        self.stdout.write(f"Demo files of a 128-rank job uploaded to {incident.code}: {uploaded}.")
