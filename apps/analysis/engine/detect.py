@@ -50,9 +50,43 @@ def host_from_name(name: str) -> str | None:
         if token in stem.lower():
             rest = re.sub(token, "", stem, flags=re.I).strip("-_.")
             m2 = _HOST_TOKEN.search(rest)
-            return m2.group("h") if m2 else (rest or None)
+            if m2:
+                return m2.group("h")
+            # what is left may be a host without digits ("gpubox") or a word ("before", "T")
+            return rest if len(rest) >= 3 and rest.lower() not in _NOT_HOSTS else None
     return None
 
+
+# words people put in upload names next to the tool's name that are not hosts
+_NOT_HOSTS = frozenset(
+    [
+        "all",
+        "before",
+        "after",
+        "full",
+        "raw",
+        "old",
+        "new",
+        "out",
+        "log",
+        "logs",
+        "txt",
+        "iso",
+        "plain",
+        "boot",
+        "kernel",
+        "last",
+        "first",
+        "current",
+        "latest",
+        "query",
+        "csv",
+        "output",
+        "table",
+        "dump",
+        "report",
+    ]
+)
 
 _CONTROL = bytes([*range(9), *range(14, 32)])
 

@@ -324,3 +324,67 @@ GPU 00000000:4E:00.0
     assert f["action"] == "replace"
     lines = {ev["line"] for ev in f["evidence"]}
     assert 24 in lines  # the SRAM Threshold Exceeded line
+
+
+# --- kernel logs ------------------------------------------------------------------------------
+
+
+def _xid_rows(doc: dict) -> list[dict]:
+    return doc.get("hardware", {}).get("xid", [])
+
+
+def test_multi_line_fallen_off_the_bus_without_an_xid_is_decoded_as_xid_79() -> None:
+    text = (
+        "[ 9120.004411] NVRM: The NVIDIA GPU 0000:c1:00.0\n"
+        "               NVRM: (PCI ID: 10de:2330) installed in this system has\n"
+        "               NVRM: fallen off the bus and is not responding to commands.\n"
+        "[ 9120.118822] NVRM: The NVIDIA probe routine failed for 1 device(s).\n"
+    )
+    doc = engine.analyze([_parse("dmesg-gpu-k-03.log", text)])
+    (row,) = _xid_rows(doc)
+    assert row["xid"] == 79 and row["action"] == "drain" and row["host"] == "gpu-k-03"
+    (f,) = [f for f in doc["findings"] if f["kind"] == "xid_decoded"]
+    assert f["evidence"][0]["line"] == 3
+
+
+def test_single_line_fallen_off_the_bus_keeps_its_pci_and_is_not_doubled_by_xid_79() -> None:
+    text = (
+        "[ 301.5] NVRM: GPU 0000:4e:00.0: GPU has fallen off the bus.\n"
+        "[ 301.6] NVRM: Xid (PCI:0000:4e:00): 79, pid='<unknown>', name=<unknown>, "
+        "GPU has fallen off the bus.\n"
+    )
+    r = _parse("dmesg-gpu-k-04.log", text)
+    (off,) = [e for e in r.events if e.kind == "gpu_off_bus"]
+    assert off.fields["pci"] == "0000:4e:00.0"
+    assert [row["xid"] for row in _xid_rows(engine.analyze([r]))] == [79]
+
+
+def test_xid_pci_is_mapped_to_the_gpu_index_from_nvidia_smi_of_the_same_host() -> None:
+    dmesg = (
+        "2025-02-03T04:05:06,789012+00:00 NVRM: Xid (PCI:0000:9c:00): 48, pid='<unknown>', "
+        "name=<unknown>, An uncorrectable double bit error (DBE) has been detected on GPU in "
+        "the framebuffer at partition 1, subpartition 0.\n"
+    )
+    smi = (
+        TABLE_HEAD + "|   3  NVIDIA H100 80GB HBM3          On  |   00000000:9C:00.0 Off |"
+        "                    1 |\n"
+        "| N/A   40C    P0            120W /  700W |       4MiB /  81559MiB |"
+        "      0%      Default |\n"
+    )
+    doc = engine.analyze(
+        [_parse("dmesg-gpu-k-05.log", dmesg), _parse("nvidia-smi-gpu-k-05.txt", smi)]
+    )
+    (row,) = _xid_rows(doc)
+    assert row["gpu"] == 3 and row["host"] == "gpu-k-05"
+    (f,) = [f for f in doc["findings"] if f["kind"] == "xid_decoded"]
+    assert "GPU 3 (PCI:0000:9c:00)" in f["title"]
+
+
+def test_a_word_after_the_tool_name_is_not_taken_for_a_host() -> None:
+    from apps.analysis.engine.detect import host_from_name
+
+    assert host_from_name("dmesg-T.txt") is None
+    assert host_from_name("dmesg-before.log") is None
+    assert host_from_name("nvidia-smi-full.txt") is None
+    assert host_from_name("dmesg-gpubox.log") == "gpubox"
+    assert host_from_name("dmesg-gpu-k-07.log") == "gpu-k-07"

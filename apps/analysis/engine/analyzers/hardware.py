@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..model import Event
@@ -62,6 +63,17 @@ ACTION_TEXT = {
     "replace": "drain the node and open a hardware ticket to replace the part",
 }
 HOT_C = 85
+_PCI = re.compile(
+    r"(?:PCI:)?(?P<dom>[0-9A-Fa-f]{4,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})"
+)
+
+
+def pci_key(bus: Any) -> str | None:
+    """Xid's ``PCI:0000:3b:00`` and nvidia-smi's ``00000000:3B:00.0`` → ``0:3b:00``."""
+    m = _PCI.search(bus) if isinstance(bus, str) else None
+    if not m:
+        return None
+    return f"{int(m.group('dom'), 16):x}:{m.group('bus').lower()}:{m.group('dev').lower()}"
 
 
 def _reading_event(e: Event, name: str) -> Event:
@@ -96,15 +108,28 @@ class HardwareAnalyzer:
             if code is None:
                 continue
             groups.setdefault((e.host, e.fields.get("pci", ""), int(code)), []).append(e)
+        # "fallen off the bus" printed without an Xid (the multi-line NVRM form) is Xid 79
+        seen_79 = {ev.host or ev.file for (_, _, c), evs in groups.items() if c == 79 for ev in evs}
+        for e in ctx.by_kind.get("gpu_off_bus", []):
+            if (e.host or e.file) not in seen_79:
+                groups.setdefault((e.host, e.fields.get("pci", ""), 79), []).append(e)
+        # PCI bus → GPU index from nvidia-smi uploads of the same host
+        index: dict[tuple[str | None, str], Any] = {}
+        for e in ctx.by_kind.get("gpu_reading", []):
+            k = pci_key((e.fields.get("readings") or {}).get("bus"))
+            if k:
+                index[(e.host, k)] = e.fields.get("gpu")
         for (host, pci, code), evs in sorted(
             groups.items(), key=lambda kv: (kv[0][0] or "", kv[0][1], kv[0][2])
         ):
             meaning, action = XID.get(
                 code, ("unlisted Xid code (see NVIDIA's Xid catalogue)", "drain")
             )
+            gpu = index.get((host, pci_key(pci) or ""))
             row = {
                 "host": host,
                 "pci": pci,
+                "gpu": gpu,
                 "xid": code,
                 "meaning": meaning,
                 "action": action,
@@ -116,7 +141,9 @@ class HardwareAnalyzer:
             ctx.add_finding(
                 phase="isolation",
                 kind="xid_decoded",
-                title=f"Xid {code} on {host or 'a node'} GPU {pci or '?'}: {meaning} → {action}",
+                title=f"Xid {code} on {host or 'a node'} GPU "
+                + (f"{gpu} ({pci})" if gpu is not None else (pci or "?"))
+                + f": {meaning} → {action}",
                 detail=ACTION_TEXT[action] + f". Seen {len(evs)} time(s).",
                 confidence=conf,
                 hosts=[host] if host else [],

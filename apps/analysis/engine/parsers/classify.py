@@ -64,6 +64,7 @@ _RX: dict[str, re.Pattern[str]] = {
     "mismatch_nccl": re.compile(r"Mismatched collective detected.*?around rank (?P<r>\d+)"),
     "oom_tried": re.compile(r"Tried to allocate (?P<n>[\d.]+ ?[KMGT]i?B)"),
     "oom_gpu": re.compile(r"GPU (?P<g>\d+) has a total capacity of (?P<cap>[\d.]+ ?[KMGT]i?B)"),
+    "off_bus_pci": re.compile(r"GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)"),
     "xid": re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<code>\d+),?\s*(?P<rest>.*)"),
     "host_oom": re.compile(r"Out of memory: Killed process (?P<pid>\d+) \((?P<proc>[^)]*)\)"),
     "slurm_cancel": re.compile(
@@ -273,7 +274,8 @@ def _classify_other(msg: str) -> Result:
             }
         return "xid", {}
     if "fallen off the bus" in msg:
-        return "gpu_off_bus", {}
+        m = _RX["off_bus_pci"].search(msg)
+        return "gpu_off_bus", ({"pci": m.group("pci")} if m else {})
     if "CUDA out of memory" in msg or "OutOfMemoryError" in msg:
         f = {}
         m = _RX["oom_tried"].search(msg)
