@@ -57,6 +57,11 @@ def host_from_name(name: str) -> str | None:
     return None
 
 
+# the first line of every AIS daemon log, whatever the file is called
+_AIS_HEADER = re.compile(
+    r"\s*(?:Started up|Rotated) at \d{4}/\d\d/\d\d \d\d:\d\d:\d\d, host [\w.-]+, go\d"
+)
+
 # words people put in upload names next to the tool's name that are not hosts
 _NOT_HOSTS = frozenset(
     [
@@ -149,6 +154,7 @@ def detect_kind(name: str, head: bytes) -> str:
     if (
         base.startswith(("aistarget", "aisproxy", "ais-target", "ais-proxy"))
         or ".ais-target-" in base
+        or _AIS_HEADER.match(text)
     ):
         return "aistore"
     if "bisect" in base:

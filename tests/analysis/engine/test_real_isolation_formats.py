@@ -388,3 +388,29 @@ def test_a_word_after_the_tool_name_is_not_taken_for_a_host() -> None:
     assert host_from_name("nvidia-smi-full.txt") is None
     assert host_from_name("dmesg-gpubox.log") == "gpubox"
     assert host_from_name("dmesg-gpu-k-07.log") == "gpu-k-07"
+
+
+# --- AIStore ----------------------------------------------------------------------------------
+
+AIS_LOG = """\
+Started up at 2025/02/10 07:15:02, host ais-target-4, go1.23.4 for linux/amd64
+W 07:15:02.118233 config:1506 control and data share the same intra-cluster network
+I 07:15:02.118410 daemon:311 Version 3.27.1a2b3c4, build 2025-02-09T19:20:12+0000, CPUs(64, runtime=64)
+E 07:31:44.902117 x-get-batch:212 out-of-bounds index 9 (num entries 4)
+"""
+
+
+def test_a_daemon_log_saved_under_its_pod_name_is_that_daemon() -> None:
+    r = _parse("ais-target-4.log", AIS_LOG)
+    assert r.kind == "aistore"
+    assert r.hosts == ["ais-target-4"]
+    assert {e.fields["daemon"] for e in r.events} == {"ais-target-4"}
+
+
+def test_a_daemon_log_under_any_name_is_detected_by_its_first_line() -> None:
+    assert detect_kind("storage/t4.txt", AIS_LOG.encode()) == "aistore"
+    r = _parse("storage/t4.txt", AIS_LOG)
+    assert r.kind == "aistore"
+    assert {e.fields["daemon"] for e in r.events} == {"ais-target-4"}
+    (oob,) = [e for e in r.events if e.kind == "ais_out_of_bounds"]
+    assert oob.time == "2025-02-10T07:31:44.902117" and oob.line == 4

@@ -72,11 +72,11 @@ def daemon_of(name: str) -> dict[str, Any]:
     m = _NAME.match(base)
     if not m:
         role = "target" if "target" in base else ("proxy" if "proxy" in base else "unknown")
-        return {
-            "role": role,
-            "daemon": base.split(".")[1] if base.count(".") > 1 else base,
-            "stamp": None,
-        }
+        if base.startswith(("aistarget.", "aisproxy.")) and base.count(".") > 1:
+            daemon = base.split(".")[1]
+        else:  # "ais-target-13.log" (kubectl logs / ais log get saved by hand): the stem
+            daemon = base.split(".", 1)[0] or base
+        return {"role": role, "daemon": daemon, "stamp": None}
     return {"role": m.group("role"), "daemon": m.group("id"), "stamp": m.group("stamp")}
 
 
@@ -119,6 +119,12 @@ class AIStoreParser:
             seen_lines += 1
             mh = _HEADER.match(text)
             if mh:
+                if (
+                    first_t is None
+                    and not _NAME.match(basename(result.name))
+                    and "ais" not in info["daemon"].lower()
+                ):
+                    info["daemon"] = mh.group("h")  # the name says nothing; the header does
                 hd = datetime.strptime(f"{mh.group('d')} {mh.group('t')}", "%Y/%m/%d %H:%M:%S")
                 year = hd.year
                 if day is None or (day.year == 2000 and stamp):
