@@ -178,3 +178,15 @@ def test_the_incident_page_fits_a_phone_and_is_keyboard_usable(
     page.locator(
         "#section-hypotheses article.hypothesis", has_text="Keyboard hypothesis"
     ).wait_for()
+
+
+def test_a_refused_htmx_form_shows_why_in_place(page, live_server, transactional_db, team, owner):
+    """A 422 from an htmx form is shown where the form is, not silently dropped."""
+    incident = incident_create(team=team, title="Refused form", actor=owner)
+    _sign_in(page, live_server, owner)
+    page.goto(f"{live_server.url}/incidents/{incident.code}/")
+    _open_phase(page, "isolation")
+    page.locator("#hyp-title").fill("   ")  # passes the browser's `required`, not the service
+    page.get_by_role("button", name="Add hypothesis").click()
+    page.locator("#section-hypotheses", has_text="A hypothesis needs a title.").wait_for()
+    assert page.url.rstrip("/").endswith(incident.code)  # stayed on the page: it was htmx
