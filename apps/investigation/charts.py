@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
+from plotly.colors import get_colorscale
 
 MAX_STEP_BINS = 600
 MAX_RANK_ROWS = 1024
@@ -252,7 +253,9 @@ def step_time_heatmap(table: Any) -> dict[str, Any] | None:
             "z": [_json_list(row) for row in matrix],
             "x": [int(c) for c in c_labels],
             "y": [int(r) for r in r_labels],
-            "colorscale": "YlOrRd",
+            # An explicit light→dark scale: plotly.js's *named* YlOrRd runs the other way
+            # (dark for the fastest cells). Slow (stalled) cells must be the dark red ones.
+            "colorscale": get_colorscale("YlOrRd"),
             "colorbar": {"title": {"text": "s"}, "thickness": 12},
             "hovertemplate": "rank %{y} · step %{x}<br>step time %{z:.3f} s<extra></extra>",
         }

@@ -136,3 +136,23 @@ def test_incident_figures_skips_figures_without_data():
     assert charts.incident_figures(None, None) == []
     ids = [f["id"] for f in charts.incident_figures(_job(64), _table(64, 20))]
     assert ids == ["rank-map", "step-time", "first-errors"]
+
+
+def test_the_slowest_cells_of_the_step_time_heatmap_are_drawn_darkest():
+    from plotly.colors import unlabel_rgb
+
+    trace = charts.step_time_heatmap(_table(16, 20))["data"][0]
+    # plotly.js reads a *named* scale its own way; an explicit list means what it says.
+    assert not isinstance(trace["colorscale"], str), "name scales plotly.js may reverse"
+    scale = [list(pair) for pair in trace["colorscale"]]
+    if trace.get("reversescale"):
+        scale = [[1 - pos, colour] for pos, colour in reversed(scale)]
+
+    def brightness(colour: str) -> float:
+        rgb = unlabel_rgb(colour) if colour.startswith("rgb") else None
+        if rgb is None:  # '#rrggbb'
+            rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+        return sum(rgb)
+
+    slowest, fastest = scale[-1][1], scale[0][1]
+    assert brightness(slowest) < brightness(fastest)
