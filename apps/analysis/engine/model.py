@@ -156,7 +156,7 @@ class Options:
     immediate_steps: int = 50
     max_timeline: int = 200
     max_nccl_rows: int = 100_000
-    # issue #5 (isolation / root cause / resolution)
+    # isolation / root cause / resolution
     history_hosts: dict[str, int] = field(
         default_factory=dict
     )  # host → past incidents of this team

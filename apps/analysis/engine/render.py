@@ -142,7 +142,7 @@ def render_text(doc: dict[str, Any]) -> str:
     return "\n".join(out) + "\n"
 
 
-# -- isolation, storage, hardware, proposals (issue #5) -------------------------------------
+# -- isolation, storage, hardware, proposals -------------------------------------
 
 
 def _md_isolation(doc: dict[str, Any]) -> list[str]:

@@ -1,4 +1,4 @@
-"""Helpers shared by the isolation / root-cause / resolution analyzers (issue #5)."""
+"""Helpers shared by the isolation / root-cause / resolution analyzers."""
 
 from __future__ import annotations
 

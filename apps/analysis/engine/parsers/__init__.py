@@ -13,7 +13,7 @@ The interface every parser implements::
             # ``parse_artifact`` turns that into ``result.error`` and never raises.
 
 Register with ``register_parser(MyParser())``; a later registration for the same
-kind wins, so an extension module (issue #5's nvidia-smi, nccl-tests, AIStore
+kind wins, so an extension module (the nvidia-smi, nccl-tests, AIStore
 parsers) only has to be imported. ``parse_artifact`` is the only entry point callers use.
 """
 

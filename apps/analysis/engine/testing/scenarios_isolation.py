@@ -1,4 +1,4 @@
-"""Generated inputs for the isolation / root-cause / resolution analyzers (issue #5).
+"""Generated inputs for the isolation / root-cause / resolution analyzers.
 
 Each function returns ``{name: bytes}`` for one scenario, in the real formats:
 worker logs (glog envelope, ``[rankN]:`` prefixes), AIStore target/proxy logs,
