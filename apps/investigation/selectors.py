@@ -86,7 +86,12 @@ def _evidence_of(doc: dict[str, Any], ranks: set[int]) -> list[dict[str, Any]]:
     for f in ordered:
         if _is_noise(f) or (ranks and not ranks & set(f.get("ranks") or [])):
             continue
-        refs.extend(f.get("evidence") or [])
+        for ref in f.get("evidence") or []:
+            # Several findings often cite the same line; show it once.
+            if (ref.get("file"), ref.get("line")) not in {
+                (r.get("file"), r.get("line")) for r in refs
+            }:
+                refs.append(ref)
         if len(refs) >= 3:
             break
     return refs[:3]

@@ -42,3 +42,10 @@ def test_noise_findings_are_listed_after_the_findings_that_matter():
     doc["findings"][1]["phase"] = "triage"
     kinds = [f["kind"] for f in findings_by_phase(doc=doc)["triage"]]
     assert kinds == ["straggler", "retry_noise"]
+
+
+def test_a_line_cited_by_several_findings_is_shown_once():
+    doc = _doc()
+    doc["findings"].append(dict(doc["findings"][1], kind="nccl_role", title="rank 76 waiting"))
+    refs = first_screen(doc=doc).where_evidence
+    assert [(r["file"], r["line"]) for r in refs] == [("node-09.out", 546)]
