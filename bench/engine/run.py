@@ -9,7 +9,7 @@ Measures, in the same run and on the same files (page cache warm for both):
   output goes to a real file (ripgrep may stop at the first match when stdout is /dev/null);
 - the engine's scan (``parse_artifact`` on every file: prefilter + precise parse
   + head/tail facts) at the same thread counts (one process per thread, pool start included);
-- end-to-end ``python -m apps.analysis.engine.cli DIR --format json`` (a fresh process:
+- end-to-end ``python -m rankscope triage DIR --format json`` (a fresh process:
   imports, parse, analyze, render) against ripgrep's default run;
 - peak RSS of the triage process tree.
 The machine is shared: every round runs all contenders back to back (interleaved, so load
@@ -36,10 +36,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from apps.analysis.engine import parse_artifact  # noqa: E402
-from apps.analysis.engine.patterns import write_pattern_file  # noqa: E402
-from apps.analysis.engine.scan import get_scanner  # noqa: E402
-from apps.analysis.engine.testing.generate import generate  # noqa: E402
+from rankscope import parse_artifact  # noqa: E402
+from rankscope.patterns import write_pattern_file  # noqa: E402
+from rankscope.scan import get_scanner  # noqa: E402
+from rankscope.testing.generate import generate  # noqa: E402
 
 
 def _parse_one(path: str) -> int:
@@ -101,7 +101,7 @@ def triage_e2e(target: Path, out: Path) -> tuple[float, float, float]:
     c0, t0 = _cpu(), time.perf_counter()
     with open(out, "wb") as fh:
         subprocess.run(
-            [sys.executable, "-m", "apps.analysis.engine.cli", str(target), "--format", "json"],
+            [sys.executable, "-m", "rankscope", "triage", str(target), "--format", "json"],
             stdout=fh,
             check=True,
             cwd=ROOT,

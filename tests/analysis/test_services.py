@@ -11,11 +11,12 @@ from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
-from apps.analysis import engine, services
-from apps.analysis.engine import analyzers as engine_analyzers
+import rankscope as engine
+from apps.analysis import services
 from apps.analysis.models import AnalysisRun, Finding, RunStatus
 from apps.incidents.models import IncidentEvent
 from apps.ingest.models import Artifact
+from rankscope import analyzers as engine_analyzers
 from tests.analysis.conftest import SCRIPT, add_artifact, rank_log
 
 
