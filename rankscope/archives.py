@@ -360,7 +360,7 @@ class _ZstdReader(io.RawIOBase):
     def __init__(self, raw: IO[bytes]) -> None:
         self.raw = raw
         self.frame = zstandard.ZstdDecompressor().decompressobj()
-        self.pending = b""
+        self.pending = memoryview(b"")
         self.started = False
 
     def readable(self) -> bool:
@@ -373,12 +373,14 @@ class _ZstdReader(io.RawIOBase):
                 if self.started and not self.frame.eof:
                     raise EOFError("zstd frame cut short")
                 return 0
+            out = []
             while chunk:
                 if self.frame.eof:  # the previous frame ended: the rest is the next one
                     self.frame = zstandard.ZstdDecompressor().decompressobj()
                 self.started = True
-                self.pending += self.frame.decompress(chunk)
+                out.append(self.frame.decompress(chunk))
                 chunk = self.frame.unused_data if self.frame.eof else b""
+            self.pending = memoryview(out[0] if len(out) == 1 else b"".join(out))
         n = min(len(b), len(self.pending))
         b[:n] = self.pending[:n]
         self.pending = self.pending[n:]
