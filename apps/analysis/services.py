@@ -195,6 +195,16 @@ def _settle_schedule(*, incident: Incident, trigger: str, settle_seconds: float)
     )
 
 
+def analysis_settle_cancel(*, incident: Incident) -> None:
+    """Close the incident's debounce window: the job is over, no more uploads to wait for.
+
+    The controller epilog says so. Without this, its request finds files still being
+    parsed and returns, and the last parse's fan-in then defers to the window that the
+    nodes' posts opened: the verdict would wait ``settle_seconds`` for nothing.
+    """
+    cache.delete(_settle_key(incident.pk))
+
+
 def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: float) -> None:
     """The debounce check: request the analysis if uploads have been quiet long enough.
 
