@@ -198,6 +198,11 @@ RANKSCOPE_ARCHIVE_MAX_TOTAL_BYTES = env_int(
 )
 RANKSCOPE_ARCHIVE_MAX_MEMBERS = env_int("RANKSCOPE_ARCHIVE_MAX_MEMBERS", 20_000, minimum=1)
 RANKSCOPE_ARCHIVE_MAX_RATIO = env_float("RANKSCOPE_ARCHIVE_MAX_RATIO", 200.0, minimum=1.0)
+# Stored objects no artifact row points at (an upload whose row could not be written)
+# are deleted by the storage sweep once they are this old.
+RANKSCOPE_STORAGE_SWEEP_GRACE_SECONDS = env_int(
+    "RANKSCOPE_STORAGE_SWEEP_GRACE_SECONDS", 3600, minimum=60
+)
 
 # --- Cache (rate limits and locks must be shared by every process) ------------
 _cache_url = env_url("CACHE_URL", "", schemes=("redis", "rediss", "file"))
@@ -280,6 +285,10 @@ CELERY_TASK_ROUTES = {
 }
 CELERY_BEAT_SCHEDULE: dict = {
     "analysis-audit": {"task": "apps.analysis.tasks.analysis_audit", "schedule": 60.0},
+    "ingest-storage-sweep": {
+        "task": "apps.ingest.tasks.artifact_storage_sweep",
+        "schedule": 3600.0,
+    },
 }
 
 # --- REST API -----------------------------------------------------------------
