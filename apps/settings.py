@@ -73,6 +73,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "apps.api.errors.ApiJsonErrorsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -188,6 +189,9 @@ STORAGES = {
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = env_int("RANKSCOPE_MAX_FILES_PER_REQUEST", 2048, minimum=1)
+# A request body that sends nothing for this many seconds is abandoned (400, nothing
+# stored), so stalled clients cannot hold every web server thread (apps.lib.requestbody).
+RANKSCOPE_REQUEST_BODY_TIMEOUT = env_float("RANKSCOPE_REQUEST_BODY_TIMEOUT", 30.0, minimum=0)
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "tmp")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
 
@@ -303,6 +307,7 @@ REST_FRAMEWORK = {
         "apps.api.permissions.TokenScope",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttling.TokenBucketThrottle"],
+    "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 50,
 }

@@ -22,7 +22,6 @@ from typing import Any
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
@@ -30,6 +29,7 @@ from django.utils import timezone
 from apps.analysis.models import AnalysisRun, Finding, RunStatus, Trigger
 from apps.incidents.models import Incident, Severity
 from apps.incidents.services import incident_event_add
+from apps.lib import sharedcache
 from apps.lib.heartbeat import Heartbeat
 
 logger = logging.getLogger(__name__)
@@ -103,9 +103,12 @@ def _enqueue_on_commit(run: AnalysisRun) -> None:
     run_id, task_id = run.pk, run.task_id
 
     def send() -> None:
-        tasks.analysis_run.apply_async(args=[run_id], task_id=task_id)
+        try:
+            tasks.analysis_run.apply_async(args=[run_id], task_id=task_id)
+        except Exception:  # broker down: the run stays queued; the auditor re-sends it
+            logger.warning("could not enqueue analysis run %s; the auditor will re-send it", run_id)
 
-    transaction.on_commit(send)
+    transaction.on_commit(send, robust=True)
 
 
 def analysis_request(
@@ -135,7 +138,7 @@ def analysis_request(
         _settle_schedule(incident=incident, trigger=trigger, settle_seconds=settle_seconds)
         return None
     manual = trigger == Trigger.MANUAL
-    if trigger == Trigger.INGEST and cache.get(_settle_key(incident.pk)):
+    if trigger == Trigger.INGEST and sharedcache.get(_settle_key(incident.pk)):
         return None  # the open debounce window's check will ask
 
     # Files refused at upload have no bytes and are shown by the upload panel.
@@ -185,15 +188,23 @@ def analysis_request(
 def _settle_schedule(*, incident: Incident, trigger: str, settle_seconds: float) -> None:
     from apps.analysis import tasks
 
-    # One pending check per incident, however many uploads arrive in the window.
-    if not cache.add(_settle_key(incident.pk), trigger, timeout=int(settle_seconds * 4) + 60):
+    # One pending check per incident, however many uploads arrive in the window. With
+    # the cache down (None) every upload sends its own check; the checks are idempotent.
+    key = _settle_key(incident.pk)
+    if sharedcache.add(key, trigger, timeout=int(settle_seconds * 4) + 60) is False:
         return
     incident_id = incident.pk
-    transaction.on_commit(
-        lambda: tasks.analysis_settle.apply_async(
-            args=[incident_id, trigger, settle_seconds], countdown=settle_seconds
-        )
-    )
+
+    def send() -> None:
+        try:
+            tasks.analysis_settle.apply_async(
+                args=[incident_id, trigger, settle_seconds], countdown=settle_seconds
+            )
+        except Exception:  # broker down: the auditor requests the analysis once quiet
+            sharedcache.delete(key)
+            logger.warning("could not schedule the settle check of incident %s", incident_id)
+
+    transaction.on_commit(send, robust=True)
 
 
 def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: float) -> None:
@@ -206,18 +217,18 @@ def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: flo
 
     incident = Incident.objects.filter(pk=incident_id).first()
     if incident is None:
-        cache.delete(_settle_key(incident_id))
+        sharedcache.delete(_settle_key(incident_id))
         return
     newest = _incident_artifacts(incident).aggregate(newest=Max("created_at"))["newest"]
     quiet = (timezone.now() - newest).total_seconds() if newest else settle_seconds
     if quiet < settle_seconds:
-        cache.set(_settle_key(incident_id), trigger, timeout=int(settle_seconds * 4) + 60)
+        sharedcache.set(_settle_key(incident_id), trigger, timeout=int(settle_seconds * 4) + 60)
         tasks.analysis_settle.apply_async(
             args=[incident_id, trigger, settle_seconds],
             countdown=max(0.5, settle_seconds - quiet),
         )
         return
-    cache.delete(_settle_key(incident_id))
+    sharedcache.delete(_settle_key(incident_id))
     analysis_request(incident=incident, trigger=trigger)
 
 
