@@ -211,10 +211,17 @@ RANKSCOPE_STORAGE_SWEEP_GRACE_SECONDS = env_int(
 # --- Cache (rate limits and locks must be shared by every process) ------------
 _cache_url = env_url("CACHE_URL", "", schemes=("redis", "rediss", "file"))
 if _cache_url.startswith("redis"):
+    # Bounded waits: a Redis that stops answering must not hold a web request (what uses
+    # the cache fails open, see apps.lib.sharedcache).
+    _cache_timeout = env_float("RANKSCOPE_CACHE_TIMEOUT_SECONDS", 2.0, minimum=0.1)
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": _cache_url,
+            "OPTIONS": {
+                "socket_connect_timeout": _cache_timeout,
+                "socket_timeout": _cache_timeout,
+            },
         }
     }
 else:
@@ -244,7 +251,10 @@ else:
     # Above the longest hard time limit, so a slow task is never handed to a second
     # worker while the first one still runs it.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 2 * 3600, minimum=60)
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 2 * 3600, minimum=60),
+        # A dead or unreachable Redis is noticed in seconds, by producers and workers.
+        "socket_connect_timeout": 5,
+        "socket_keepalive": True,
     }
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_TASK_IGNORE_RESULT = True
@@ -283,6 +293,9 @@ if _visibility is not None and _visibility <= CELERY_TASK_TIME_LIMIT:
         f"more seconds than CELERY_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT})",
     )
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker keeps reconnecting through a broker outage of any length (Celery's default
+# gives up after 100 attempts and the worker exits).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_ROUTES = {
     "apps.ingest.tasks.*": {"queue": "ingest"},
     "apps.analysis.tasks.*": {"queue": "analysis"},
