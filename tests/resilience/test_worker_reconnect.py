@@ -3,6 +3,7 @@ outages: after each one it reconnects by itself and runs new tasks."""
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
@@ -43,11 +44,9 @@ def _answers_a_ping(timeout: float) -> bool:
             except Exception:  # the broker is still coming back
                 time.sleep(0.5)
                 continue
-        try:
+        with contextlib.suppress(Exception):  # the cache is the same Redis, coming back
             if cache.get(f"rankscope:ping:{token}") == "pong":
                 return True
-        except Exception:
-            pass
         time.sleep(0.3)
     return False
 
@@ -86,8 +85,9 @@ def test_the_shipped_worker_survives_repeated_broker_outages(
                 wait_for(
                     lambda: _answers_a_ping(5),
                     timeout=60,
-                    message=lambda o=outage: f"no answer after outage {o}:\n"
-                    + log_path.read_text()[-3000:],
+                    message=lambda o=outage: (
+                        f"no answer after outage {o}:\n" + log_path.read_text()[-3000:]
+                    ),
                 )
                 assert worker.poll() is None, f"the worker exited after outage {outage}"
         text = log_path.read_text()
