@@ -274,7 +274,7 @@ RANKSCOPE_PARSE_HEARTBEAT_SECONDS = env_float(
     "RANKSCOPE_PARSE_HEARTBEAT_SECONDS", 10.0, minimum=0.1
 )
 RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS = env_int(
-    "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 120, minimum=1
+    "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 60, minimum=1
 )
 if RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS < 2 * RANKSCOPE_PARSE_HEARTBEAT_SECONDS:
     # Otherwise a live parse between two beats would look dead and be sent again.
@@ -283,7 +283,14 @@ if RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS < 2 * RANKSCOPE_PARSE_HEARTBEAT_SECON
         str(RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS),
         f"at least twice RANKSCOPE_PARSE_HEARTBEAT_SECONDS ({RANKSCOPE_PARSE_HEARTBEAT_SECONDS:g})",
     )
-RANKSCOPE_PARSE_QUEUED_SECONDS = env_int("RANKSCOPE_PARSE_QUEUED_SECONDS", 600, minimum=1)
+RANKSCOPE_PARSE_QUEUED_SECONDS = env_int("RANKSCOPE_PARSE_QUEUED_SECONDS", 90, minimum=1)
+# The auditor (Celery beat) runs this often. With the values below, work lost with a
+# killed worker or with Redis is re-sent within about two minutes.
+RANKSCOPE_AUDIT_SECONDS = env_float("RANKSCOPE_AUDIT_SECONDS", 30.0, minimum=1)
+# An analysis queued this long while its queue is empty (its message was lost) is re-sent;
+# one whose heartbeat went quiet this long (its worker died) is re-queued.
+RANKSCOPE_ANALYSIS_QUEUED_SECONDS = env_int("RANKSCOPE_ANALYSIS_QUEUED_SECONDS", 90, minimum=1)
+RANKSCOPE_ANALYSIS_STALE_SECONDS = env_int("RANKSCOPE_ANALYSIS_STALE_SECONDS", 60, minimum=1)
 _visibility = CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout")
 if _visibility is not None and _visibility <= CELERY_TASK_TIME_LIMIT:
     # Otherwise Redis hands a slow task to a second worker while the first still runs it.
@@ -301,7 +308,10 @@ CELERY_TASK_ROUTES = {
     "apps.analysis.tasks.*": {"queue": "analysis"},
 }
 CELERY_BEAT_SCHEDULE: dict = {
-    "analysis-audit": {"task": "apps.analysis.tasks.analysis_audit", "schedule": 60.0},
+    "analysis-audit": {
+        "task": "apps.analysis.tasks.analysis_audit",
+        "schedule": RANKSCOPE_AUDIT_SECONDS,
+    },
     "ingest-storage-sweep": {
         "task": "apps.ingest.tasks.artifact_storage_sweep",
         "schedule": 3600.0,
@@ -342,6 +352,11 @@ SPECTACULAR_SETTINGS = {
 RANKSCOPE_DEFAULT_GPU_HOUR_USD = env_float("RANKSCOPE_DEFAULT_GPU_HOUR_USD", 4.0, minimum=0)
 # API/SLURM uploads: analyse once no new file has arrived for this long (debounce).
 RANKSCOPE_ANALYSIS_SETTLE_SECONDS = env_float("RANKSCOPE_ANALYSIS_SETTLE_SECONDS", 30.0, minimum=0)
+# Uploads quiet for the settle time plus this long, with no analysis of them: their
+# settle check was lost (with Redis or a worker); the auditor requests the analysis.
+RANKSCOPE_ANALYSIS_SETTLE_GRACE_SECONDS = env_int(
+    "RANKSCOPE_ANALYSIS_SETTLE_GRACE_SECONDS", 30, minimum=0
+)
 
 LOGGING = {
     "version": 1,

@@ -521,11 +521,12 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
 
     Picks rows still ``pending`` (``enqueued_at`` null: the broker was down at upload)
     created more than ``older_than`` ago (default 60 s, so uploads in flight are left
-    alone); rows ``queued`` for more than ``RANKSCOPE_PARSE_QUEUED_SECONDS`` (their
-    message was lost, e.g. Redis restarted without persistence; a duplicate is a no-op);
+    alone); rows ``queued`` (sent at ``enqueued_at``) for more than
+    ``RANKSCOPE_PARSE_QUEUED_SECONDS`` while the ingest queue is empty — no worker took
+    their message: it was lost with a killed worker or with Redis; a duplicate is a no-op;
     and rows ``parsing`` whose heartbeat (``parse_heartbeat_at``, or ``parse_started_at``
     for a row taken before heartbeats existed) is older than
-    ``RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS`` (default 120 s): their worker died, or
+    ``RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS`` (default 60 s): their worker died, or
     the hard time limit stopped them. A row whose parse was already started
     ``MAX_PARSE_ATTEMPTS`` times is failed with the reason instead.
     Safe to run from several auditors at once: the parse task is itself idempotent.
@@ -534,15 +535,18 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
     now = timezone.now()
     cutoff = now - (older_than if older_than is not None else timedelta(seconds=60))
     stale = now - timedelta(
-        seconds=getattr(settings, "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 120)
+        seconds=getattr(settings, "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 60)
     )
-    queued_cutoff = now - timedelta(
-        seconds=getattr(settings, "RANKSCOPE_PARSE_QUEUED_SECONDS", 600)
-    )
+    queued_cutoff = now - timedelta(seconds=getattr(settings, "RANKSCOPE_PARSE_QUEUED_SECONDS", 90))
     pending = Artifact.objects.filter(
         parse_status=ParseStatus.PENDING, enqueued_at__isnull=True, created_at__lt=cutoff
     )
     lost = Artifact.objects.filter(parse_status=ParseStatus.QUEUED, enqueued_at__lt=queued_cutoff)
+    if lost.exists() and _ingest_queue_busy():
+        # Messages still wait in the queue: these rows may only be behind them. Once it
+        # has drained, whatever is still "queued" was lost (with a killed worker's
+        # prefetched message, or with Redis) and is re-sent.
+        lost = lost.none()
     stuck = _parsing_gone_quiet(stale)
     stuck_ids: set[int] = set()
     ids = list(pending.values_list("pk", flat=True)[:limit])
@@ -573,6 +577,13 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
             rows = _parsing_gone_quiet(stale).filter(pk=pk)
         rows.update(parse_status=ParseStatus.QUEUED, enqueued_at=timezone.now())
     return sent
+
+
+def _ingest_queue_busy() -> bool:
+    from apps.lib.brokerqueue import queue_depth
+
+    depth = queue_depth("ingest")
+    return bool(depth)
 
 
 def _parsing_gone_quiet(stale: datetime) -> QuerySet[Artifact]:
