@@ -28,7 +28,7 @@ from apps.api.services import (
     job_run_incident_get_or_create,
     upload_files,
 )
-from apps.api.views import IDEMPOTENCY_KEY, actor_of, errors, serialize_outcomes
+from apps.api.views import IDEMPOTENCY_KEY, actor_of, errors, queue_note, serialize_outcomes
 from apps.incidents.models import Source
 from apps.incidents.services import incident_event_add
 
@@ -152,4 +152,5 @@ class SlurmIngestView(APIView):
             "files": serialize_outcomes(outcomes),
         }
         accepted = created or stored
+        queue_note(body, outcomes)
         return Response(body, status=status.HTTP_202_ACCEPTED if accepted else status.HTTP_200_OK)

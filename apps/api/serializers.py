@@ -120,6 +120,11 @@ class UploadOutcomeSerializer(serializers.Serializer):
 class UploadResultSerializer(serializers.Serializer):
     incident = serializers.CharField(help_text="Incident code")
     files = UploadOutcomeSerializer(many=True)
+    note = serializers.CharField(
+        required=False,
+        help_text="Present when the task queue was unavailable: the files are stored and "
+        "are parsed automatically once it is back",
+    )
 
 
 class ArtifactUploadSerializer(serializers.Serializer):
@@ -183,6 +188,11 @@ class SlurmIngestResultSerializer(serializers.Serializer):
         help_text="settling: analysis starts once uploads go quiet; requested: it starts now",
     )
     files = UploadOutcomeSerializer(many=True)
+    note = serializers.CharField(
+        required=False,
+        help_text="Present when the task queue was unavailable: the files are stored and "
+        "are parsed automatically once it is back",
+    )
 
 
 class AnalysisStatusSerializer(serializers.Serializer):

@@ -79,6 +79,15 @@ def serialize_outcomes(outcomes: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
+def queue_note(body: dict[str, Any], outcomes: list[Any]) -> dict[str, Any]:
+    """Add a ``note`` when some stored file could not be handed to the task queue."""
+    from apps.ingest.services import QUEUE_DOWN_NOTE
+
+    if any(o.status == "stored" and QUEUE_DOWN_NOTE in (o.message or "") for o in outcomes):
+        body["note"] = QUEUE_DOWN_NOTE
+    return body
+
+
 def upload_status(outcomes: list[Any], *, created: bool = False) -> int:
     """202 while something new was accepted (work continues in workers); 200 for repeats."""
     if created or any(o.status == "stored" for o in outcomes):
@@ -265,7 +274,7 @@ class ArtifactListView(APIView):
             source=Source.API,
         )
         body = {"incident": incident.code, "files": serialize_outcomes(outcomes)}
-        return Response(body, status=upload_status(outcomes))
+        return Response(queue_note(body, outcomes), status=upload_status(outcomes))
 
 
 class ArtifactDetailView(APIView):
