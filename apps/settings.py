@@ -179,6 +179,8 @@ elif _storage == "s3":
     }
 else:
     raise SettingError("RANKSCOPE_STORAGE", _storage, "filesystem or s3")
+# S3 writes stream in parts of this size: one part is in memory per upload at a time.
+RANKSCOPE_S3_PART_BYTES = env_int("RANKSCOPE_S3_PART_BYTES", 16 * 1024**2, minimum=5 * 1024**2)
 STORAGES = {
     "default": _default_storage,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
