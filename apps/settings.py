@@ -180,6 +180,13 @@ elif _storage == "s3":
     }
 else:
     raise SettingError("RANKSCOPE_STORAGE", _storage, "filesystem or s3")
+# S3 writes stream in parts of this size: one part is in memory per upload at a time.
+RANKSCOPE_S3_PART_BYTES = env_int("RANKSCOPE_S3_PART_BYTES", 16 * 1024**2, minimum=5 * 1024**2)
+# The auditor aborts multipart uploads begun this long ago and never finished (the
+# process writing them was killed): S3 bills their parts and never shows them.
+RANKSCOPE_S3_ABORT_UPLOADS_AFTER_SECONDS = env_int(
+    "RANKSCOPE_S3_ABORT_UPLOADS_AFTER_SECONDS", 6 * 3600, minimum=60
+)
 STORAGES = {
     "default": _default_storage,
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

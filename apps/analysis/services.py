@@ -719,4 +719,19 @@ def analysis_audit(*, max_attempts: int = 3) -> AuditReport:
     report.artifacts_requeued = _artifacts_enqueue_pending(
         older_than=timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_PENDING_ARTIFACT_SECONDS", 60))
     )
+    _storage_abort_stale_uploads()
     return report
+
+
+def _storage_abort_stale_uploads() -> None:
+    """Abort S3 multipart uploads a killed upload left behind (their parts are billed)."""
+    from apps.ingest import storage
+
+    try:
+        storage.abort_stale_uploads(
+            older_than=timedelta(
+                seconds=_setting("RANKSCOPE_S3_ABORT_UPLOADS_AFTER_SECONDS", 21600)
+            )
+        )
+    except storage.ERRORS:  # the store is down: the next audit tries again
+        logger.warning("could not sweep unfinished multipart uploads", exc_info=True)

@@ -289,6 +289,25 @@ class ArtifactDetailView(APIView):
             raise Http404("No such artifact")
         return Response(serializers.ArtifactSerializer(artifact).data)
 
+    @extend_schema(
+        operation_id="artifacts_destroy",
+        responses={204: None, **errors()},
+        description=(
+            "Delete an artifact: its record, its parse results and its bytes in storage "
+            "(write scope)."
+        ),
+    )
+    def delete(self, request: Request, code: str, artifact_code: str) -> Response:
+        incident = selectors.incident_get_for_principal(user=request.user, code=code)
+        artifact = incident.artifacts.filter(code=artifact_code).first()
+        if artifact is None:
+            raise Http404("No such artifact")
+        from apps.ingest.services import artifact_delete
+
+        actor = None if isinstance(request.user, TokenUser) else request.user
+        artifact_delete(artifact=artifact, actor=actor)
+        return Response(status=204)
+
 
 class AnalysisStatusView(APIView):
     @extend_schema(

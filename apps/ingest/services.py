@@ -25,8 +25,6 @@ from typing import IO, Any, BinaryIO, Literal
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.files import File
-from django.core.files.storage import default_storage
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
@@ -35,6 +33,7 @@ from django.utils import timezone
 import rankscope as engine
 from apps.incidents.models import Incident
 from apps.incidents.services import incident_event_add
+from apps.ingest import lineindex, storage
 from apps.ingest.models import ACTIVE_STATUSES, Artifact, ParseStatus, RankDigest
 from apps.lib.codes import new_code
 from apps.lib.heartbeat import Heartbeat
@@ -188,7 +187,7 @@ def store_stream(*, key: str, head: bytes, stream: IO[bytes]) -> tuple[str, int,
     buffered = io.BufferedReader(reader, buffer_size=CHUNK)
     saved = ""
     try:
-        saved = default_storage.save(key, File(buffered, name=key.rsplit("/", 1)[-1]))
+        saved = storage.save_stream(key, buffered)
     except BaseException:
         _delete_quietly(saved or key)
         raise
@@ -199,7 +198,7 @@ def _delete_quietly(key: str) -> None:
     if not key:
         return
     try:
-        default_storage.delete(key)
+        storage.delete(key)
     except Exception:  # cleanup must not hide the real error
         log.warning("could not delete %s from storage", key, exc_info=True)
 
@@ -607,11 +606,9 @@ def metrics_key_for(artifact: Artifact) -> str:
 def _storage_replace(key: str, fp: IO[bytes]) -> str:
     """Write ``fp`` at exactly ``key`` (a re-run overwrites its own output)."""
     try:
-        if default_storage.exists(key):
-            default_storage.delete(key)
         fp.seek(0)
-        saved = default_storage.save(key, File(fp, name=key.rsplit("/", 1)[-1]))
-    except OSError as exc:
+        saved = storage.save_stream(key, fp, replace=True)
+    except storage.ERRORS as exc:
         raise StorageUnavailable(f"could not write {key}: {exc}") from exc
     return saved
 
@@ -721,15 +718,22 @@ def parse_heartbeat(*, artifact_id: int, token: str) -> Heartbeat:
 def _parse(artifact_id: int, token: str) -> str | None:
     artifact = Artifact.objects.select_related("incident").get(pk=artifact_id)
     try:
-        fp = default_storage.open(artifact.storage_key, "rb")
+        fp = storage.open_stream(artifact.storage_key)
     except FileNotFoundError:
         return _finish_failed(artifact, token, "the stored file is missing from storage")
     except Exception as exc:
         raise StorageUnavailable(f"could not open {artifact.storage_key}: {exc}") from exc
     with fp:
-        result = engine.parse_artifact(fp, name=artifact.display_name)
+        # The viewer's line index is noted on the way: the file is read once.
+        indexing = lineindex.IndexingReader(fp)
+        result = engine.parse_artifact(indexing, name=artifact.display_name)  # type: ignore[arg-type]
+    if indexing.error is not None:  # the store failed mid-read: retry, not "bad file"
+        raise StorageUnavailable(f"could not read {artifact.storage_key}: {indexing.error}")
 
     parsed_key = _write_result(artifact, result)
+    index = indexing.payload() if result.kind != "metrics" else None
+    if index is not None:
+        _storage_replace(lineindex.key_for(artifact.storage_key), io.BytesIO(index))
     metrics_key = ""
     if result.metrics is not None and len(result.metrics):
         with tempfile.TemporaryFile() as tmp:
@@ -854,6 +858,32 @@ def _request_analysis(incident: Incident) -> None:
     analysis_request(incident=incident, trigger="ingest")
 
 
+def artifact_delete(*, artifact: Artifact, actor: AbstractBaseUser | None = None) -> None:
+    """Remove an artifact: its row (and rank digests) and every object stored for it.
+
+    The row goes first, in a transaction with a timeline entry, so nothing points at
+    bytes that are being removed; objects that cannot be removed are logged (the
+    store's own sweep finds them later) and do not undo the deletion.
+    """
+    keys = [
+        artifact.storage_key,
+        artifact.parsed_key,
+        artifact.metrics_key,
+        lineindex.key_for(artifact.storage_key) if artifact.storage_key else "",
+    ]
+    with transaction.atomic():
+        incident_event_add(
+            incident=artifact.incident,
+            kind="ingest.deleted",
+            message=f"Deleted {artifact.display_name}",
+            actor=actor,
+            data={"artifact": artifact.code, "name": artifact.display_name},
+        )
+        artifact.delete()
+    for key in keys:
+        _delete_quietly(key)
+
+
 def open_for_reading(artifact: Artifact) -> BinaryIO:
     """The stored bytes of an artifact (callers close it)."""
-    return default_storage.open(artifact.storage_key, "rb")  # type: ignore[return-value]
+    return storage.open_stream(artifact.storage_key)
