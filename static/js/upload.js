@@ -31,13 +31,19 @@
     function finishedOne() {
       running--;
       pump();
-      if (!running && !queue.length) document.body.dispatchEvent(new Event("artifacts-changed"));
+      if (!running && !queue.length) {
+        // The file table listens to the first, the analysis panel to the second.
+        document.body.dispatchEvent(new Event("artifacts-changed"));
+        document.body.dispatchEvent(new Event("rankscope:uploaded"));
+      }
     }
 
     function showOutcomes(row, outcomes) {
       var ul = el("ul", "outcomes");
       outcomes.forEach(function (o) {
-        var li = el("li", o.status, o.status + ": " + o.name + (o.message ? " — " + o.message : ""));
+        // "stored: rank_5.log (387 bytes, rank log)", not "stored: … — stored (…)"
+        var msg = (o.message || "").replace(new RegExp("^" + o.status + "\\b\\s*"), "");
+        var li = el("li", o.status, o.status + ": " + o.name + (msg ? " " + msg : ""));
         ul.appendChild(li);
       });
       row.appendChild(ul);
