@@ -424,6 +424,20 @@ def postmortem_context(*, postmortem: PostMortem) -> dict[str, Any]:
     }
 
 
-def postmortem_render_markdown(*, postmortem: PostMortem) -> str:
-    """The post-mortem as GitHub-flavoured markdown with front matter (download and API)."""
-    return markdown.render(postmortem_context(postmortem=postmortem))
+def postmortem_render_markdown(*, postmortem: PostMortem, base_url: str = "") -> str:
+    """The post-mortem as GitHub-flavoured markdown with front matter (download and API).
+
+    ``base_url`` ("https://rankscope.example/"): evidence references become links to the
+    viewer at their line, so the pasted text still leads to the log.
+    """
+    from apps.ingest.selectors import evidence_url
+
+    ctx = postmortem_context(postmortem=postmortem)
+    incident = postmortem.incident
+
+    def link(file: str, line: Any) -> str:
+        path = evidence_url(incident, file, line)
+        return f"{base_url.rstrip('/')}{path}" if path else ""
+
+    ctx["evidence_url"] = link
+    return markdown.render(ctx)

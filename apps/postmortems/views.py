@@ -198,7 +198,9 @@ def postmortem_comment(request: HttpRequest, code: str) -> HttpResponse:
 @login_required
 def postmortem_markdown(request: HttpRequest, code: str) -> HttpResponse:
     pm = selectors.postmortem_get_for_user(user=request.user, code=code)
-    text = services.postmortem_render_markdown(postmortem=pm)
+    text = services.postmortem_render_markdown(
+        postmortem=pm, base_url=request.build_absolute_uri("/")
+    )
     response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
     if request.GET.get("inline") != "1":
         response["Content-Disposition"] = f'attachment; filename="postmortem-{pm.code}.md"'
