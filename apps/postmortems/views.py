@@ -94,6 +94,9 @@ def _detail_context(request: HttpRequest, pm: PostMortem) -> dict[str, Any]:
             "is_lead": is_lead,
             "markers": MARKERS,
             "phase_total": sum(p["seconds"] for p in ctx["phases"]),
+            "missing": (
+                services.postmortem_missing(postmortem=pm) if pm.status != Status.PUBLISHED else []
+            ),
         }
     )
     return ctx
@@ -168,6 +171,19 @@ def postmortem_status(request: HttpRequest, code: str) -> HttpResponse:
             actor=request.user,
             note=request.POST.get("note", "")[:2000],
         )
+    except services.ReviewError as exc:
+        messages.error(request, str(exc))
+    return redirect("postmortems:detail", code=pm.code)
+
+
+@require_POST
+@login_required
+def postmortem_resnapshot(request: HttpRequest, code: str) -> HttpResponse:
+    """Take the snapshot again: Five Whys, factors and fixes edited since the draft."""
+    pm = selectors.postmortem_get_for_user(user=request.user, code=code)
+    try:
+        services.postmortem_snapshot_refresh(postmortem=pm, actor=request.user)
+        messages.success(request, "Snapshot refreshed from the incident.")
     except services.ReviewError as exc:
         messages.error(request, str(exc))
     return redirect("postmortems:detail", code=pm.code)
