@@ -390,7 +390,9 @@ class PostmortemMarkdownView(APIView):
         postmortem = postmortem_latest_for_incident(incident=incident)
         if postmortem is None:
             raise Http404("No post-mortem yet")
-        text = postmortem_render_markdown(postmortem=postmortem)
+        text = postmortem_render_markdown(
+            postmortem=postmortem, base_url=request.build_absolute_uri("/")
+        )
         response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="{incident.code}-postmortem.md"'
         return response

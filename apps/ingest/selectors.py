@@ -90,9 +90,23 @@ def _name_map(incident: Incident) -> dict[str, str]:
     return cached
 
 
+def evidence_artifact_code(incident: Incident, file: str) -> str | None:
+    """The artifact a reference names: its display name (``job.tar.gz/logs/rank_5.log``),
+    or a unique tail of it (``logs/rank_5.log``, ``rank_5.log``), as people write them."""
+    names = _name_map(incident)
+    file = (file or "").strip().lstrip("/")
+    if not file:
+        return None
+    code = names.get(file)
+    if code is not None:
+        return code
+    tails = [c for name, c in names.items() if name.endswith("/" + file)]
+    return tails[0] if len(tails) == 1 else None
+
+
 def evidence_url(incident: Incident, file: str, line: int | str | None = None) -> str:
     """URL of the evidence viewer at ``file`` (a display name) and ``line``; "" if unknown."""
-    code = _name_map(incident).get(file or "")
+    code = evidence_artifact_code(incident, file)
     if code is None:
         return ""
     url = reverse("ingest:view", args=[incident.code, code])

@@ -307,6 +307,9 @@ class _Ctx:
     original: str
 
 
+_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".gz", ".zip", ".tar.xz", ".xz", ".bz2")
+
+
 def _reject(ctx: _Ctx, display: str, reason: str, *, size: int = 0) -> UploadOutcome:
     artifact = Artifact.objects.create(
         incident=ctx.incident,
@@ -336,6 +339,14 @@ def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> Up
         return _reject(ctx, display, "empty file (0 bytes): nothing to analyse; not stored")
     kind = engine.detect_kind(display, head)
     problem = _binary_problem(head, kind)
+    if problem and display.lower().endswith(_ARCHIVE_SUFFIXES):
+        # Named like an archive but not one we can open: say that, not "binary file".
+        problem = (
+            "not a readable archive: the name says "
+            f"{next(x for x in _ARCHIVE_SUFFIXES if display.lower().endswith(x))} but the "
+            "content is not (corrupt, truncated or another format); re-create it with "
+            "tar -czf and upload again; not stored"
+        )
     if problem:
         return _reject(ctx, display, problem, size=member.size or 0)
     notes = [n for n in [_utf8_note(head)] if n and kind not in ("flight_recorder", "metrics")]

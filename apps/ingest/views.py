@@ -113,6 +113,7 @@ def artifact_list(request: HttpRequest, code: str) -> HttpResponse:
         "counts": counts,
         "active": active,
         "stored": sum(1 for a in artifacts if a.parse_status != "rejected"),
+        "embedded": bool(request.htmx),
     }
     if request.htmx:
         # 286 tells htmx to stop polling once nothing is left to parse.

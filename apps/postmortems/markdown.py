@@ -8,8 +8,14 @@ someone's text cannot break a row.
 
 from __future__ import annotations
 
+import contextvars
+import datetime as dt
 import json
+from collections.abc import Callable
 from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
 
 from apps.postmortems.cost import FORMULA_LINES, INPUT_LABELS, CostResult
 from apps.postmortems.formatting import (
@@ -44,9 +50,38 @@ def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     return lines
 
 
+# Set by render() for the post-mortem being rendered: file, line → the viewer's URL ("" if
+# the file is not among the incident's uploads).
+_LINKER: contextvars.ContextVar[Callable[[str, Any], str] | None] = contextvars.ContextVar(
+    "postmortem_linker", default=None
+)
+
+
+def _t(value: Any) -> str:
+    """A stored time to the second: "2026-11-21 13:00:03 UTC" for aware times (shown in the
+    server's time zone), "2026-11-21 13:00:03" for log times (the logs' own clock)."""
+    if value in (None, ""):
+        return "—"
+    if isinstance(value, dt.datetime):
+        when = value
+    else:
+        try:
+            when = dt.datetime.fromisoformat(str(value))
+        except ValueError:
+            return str(value)
+    if when.tzinfo is None:
+        return when.strftime("%Y-%m-%d %H:%M:%S")
+    when = when.astimezone(ZoneInfo(settings.TIME_ZONE))
+    return when.strftime("%Y-%m-%d %H:%M:%S ") + (when.tzname() or "")
+
+
 def _ref(ref: dict[str, Any], *, in_table: bool = False) -> str:
-    """`file:line` and the quoted log line in a code span (where HTML is never run)."""
-    where = md_cell(f"{ref.get('file', '')}:{ref.get('line', '')}")
+    """`file:line` (a link to the viewer at that line) and the quoted log line in a code
+    span (where HTML is never run)."""
+    label = md_cell(f"{ref.get('file', '')}:{ref.get('line', '')}")
+    linker = _LINKER.get()
+    url = linker(str(ref.get("file") or ""), ref.get("line")) if linker else ""
+    where = f"[{label.replace('[', '&#91;').replace(']', '&#93;')}](<{url}>)" if url else label
     text = ref.get("text")
     return f"{where} {md_code(text, in_table=in_table)}" if text else where
 
@@ -55,13 +90,47 @@ def _refs(refs: list[dict[str, Any]] | None, *, in_table: bool = False) -> str:
     return "; ".join(_ref(r, in_table=in_table) for r in refs or [])
 
 
+def _why(text: Any) -> str:
+    """A Why level's question, with one "Why" in front (people often write it already)."""
+    q = md_cell(text).strip()
+    return q if q.lower().startswith("why") else f"Why? {q}"
+
+
+def _num(mean: Any, trials: Any) -> str:
+    if mean is None:
+        return "—"
+    try:
+        text = f"{float(mean):.4g}"
+    except (TypeError, ValueError):
+        text = str(mean)
+    return text + (f" (n={trials})" if trials else "")
+
+
+def _pct(change: Any) -> str:
+    try:
+        return f"{float(change) * 100:+.1f} %"
+    except (TypeError, ValueError):
+        return "—"
+
+
 def _para(text: str, empty: str = "_Not written yet._") -> list[str]:
     body = md_text(text)
     return [body if body else empty, ""]
 
 
 def render(ctx: dict[str, Any]) -> str:
-    """The markdown text of a post-mortem; ``ctx`` comes from services.postmortem_context."""
+    """The markdown text of a post-mortem; ``ctx`` comes from services.postmortem_context.
+
+    ``ctx["evidence_url"]`` (optional): file, line → absolute URL of the evidence viewer.
+    """
+    token = _LINKER.set(ctx.get("evidence_url"))
+    try:
+        return _render(ctx)
+    finally:
+        _LINKER.reset(token)
+
+
+def _render(ctx: dict[str, Any]) -> str:
     pm = ctx["postmortem"]
     snap: dict[str, Any] = pm.snapshot or {}
     inc = snap.get("incident") or {}
@@ -112,7 +181,10 @@ def render(ctx: dict[str, Any]) -> str:
     durations = snap.get("durations") or {}
     out += _table(
         ["Milestone", "Time (UTC)"],
-        [[m["label"], m.get("at") or "—"] for m in durations.get("milestones", [])],
+        [
+            [m["label"] + (f" ({m['source']})" if m.get("source") else ""), _t(m.get("at"))]
+            for m in durations.get("milestones", [])
+        ],
     )
     out.append("")
     out += _table(
@@ -171,7 +243,7 @@ def render(ctx: dict[str, Any]) -> str:
             ["Time (UTC)", "Marker", "Event", "By"],
             [
                 [
-                    e.get("at"),
+                    _t(e.get("at")),
                     MARKERS.get(e.get("marker") or "", ""),
                     e.get("message", "") + (f" (×{e['count']})" if e.get("count", 1) > 1 else ""),
                     e.get("actor", ""),
@@ -186,13 +258,13 @@ def render(ctx: dict[str, Any]) -> str:
     if log_timeline:
         out += ["### From the logs", ""]
         out += _table(
-            ["Time", "Rank", "Event", "Where"],
+            ["Time (log clock)", "Rank", "Event", "Where"],
             [
                 [
-                    e.get("time"),
+                    _t(e.get("time")),
                     e.get("rank"),
                     e.get("event"),
-                    f"{e.get('file', '')}:{e.get('line', '')}",
+                    Raw(_ref({"file": e.get("file", ""), "line": e.get("line", "")})),
                 ]
                 for e in log_timeline
             ],
@@ -301,7 +373,7 @@ def render(ctx: dict[str, Any]) -> str:
         for i, link in enumerate(rca["chain"], 1):
             refs = _refs(link.get("evidence"))
             out.append(
-                f"{i}. {md_cell(link.get('time'))} rank {md_cell(link.get('rank'))}: "
+                f"{i}. {_t(link.get('time'))} rank {md_cell(link.get('rank'))}: "
                 f"{md_cell(link.get('event'))}" + (f" — {refs}" if refs else "")
             )
         out.append("")
@@ -316,7 +388,7 @@ def render(ctx: dict[str, Any]) -> str:
         for i, step in enumerate(steps, 1):
             refs = _refs(step.get("evidence"))
             out.append(
-                f"{i}. Why? {md_cell(step.get('why'))} → {md_cell(step.get('answer'))}"
+                f"{i}. {_why(step.get('why'))} → {md_cell(step.get('answer'))}"
                 + (f" — evidence: {refs}" if refs else "")
             )
         out.append("")
@@ -338,20 +410,42 @@ def render(ctx: dict[str, Any]) -> str:
         ]
         for v in fix.get("verifications") or []:
             out.append(
-                f"Verification at {md_cell(v.get('at'))}: **{md_cell(v.get('verdict'))}** (tolerance {md_cell(v.get('tolerance'))})"
+                f"Verification at {_t(v.get('at'))}: **{md_cell(v.get('verdict'))}** (tolerance {md_cell(v.get('tolerance'))})"
             )
             out.append("")
+            metrics = (v.get("details") or {}).get("metrics") or []
+            if metrics:
+                # The same columns as the page: Metric, Baseline, After fix, Change, Outcome.
+                out += _table(
+                    ["Metric", "Baseline", "After fix", "Change", "Outcome"],
+                    [
+                        [
+                            str(m.get("metric", ""))
+                            + (" (target)" if m.get("is_target") else "")
+                            + (f", {m['direction']} is better" if m.get("direction") else ""),
+                            _num(m.get("baseline_mean"), m.get("baseline_trials")),
+                            _num(m.get("post_mean"), m.get("post_trials")),
+                            _pct(m.get("change")),
+                            m.get("outcome", ""),
+                        ]
+                        for m in metrics
+                    ],
+                )
+                out.append("")
+                continue
             baseline, post = v.get("baseline") or {}, v.get("post_fix") or {}
             rows = [
                 [
                     metric,
                     ", ".join(map(str, baseline.get(metric) or [])),
                     ", ".join(map(str, post.get(metric) or [])),
+                    "",
+                    "",
                 ]
                 for metric in sorted(set(baseline) | set(post))
             ]
             if rows:
-                out += _table(["Metric", "Baseline", "After fix"], rows)
+                out += _table(["Metric", "Baseline", "After fix", "Change", "Outcome"], rows)
                 out.append("")
 
     out += ["## Action items", ""]
@@ -407,11 +501,11 @@ def render(ctx: dict[str, Any]) -> str:
 
     out += ["## Review record", ""]
     rows = [
-        [a["at"], a["approver"], f"approved revision {a['revision']}"]
+        [_t(a["at"]), a["approver"], f"approved revision {a['revision']}"]
         for a in ctx.get("approvals", [])
     ]
     rows += [
-        [r["at"], r["by"], f"revision {r['number']} ({r['status']}) {r['note']}"]
+        [_t(r["at"]), r["by"], f"revision {r['number']} ({r['status']}) {r['note']}"]
         for r in ctx.get("revisions", [])
     ]
     if rows:

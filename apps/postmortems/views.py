@@ -94,6 +94,9 @@ def _detail_context(request: HttpRequest, pm: PostMortem) -> dict[str, Any]:
             "is_lead": is_lead,
             "markers": MARKERS,
             "phase_total": sum(p["seconds"] for p in ctx["phases"]),
+            "missing": (
+                services.postmortem_missing(postmortem=pm) if pm.status != Status.PUBLISHED else []
+            ),
         }
     )
     return ctx
@@ -175,6 +178,19 @@ def postmortem_status(request: HttpRequest, code: str) -> HttpResponse:
 
 @require_POST
 @login_required
+def postmortem_resnapshot(request: HttpRequest, code: str) -> HttpResponse:
+    """Take the snapshot again: Five Whys, factors and fixes edited since the draft."""
+    pm = selectors.postmortem_get_for_user(user=request.user, code=code)
+    try:
+        services.postmortem_snapshot_refresh(postmortem=pm, actor=request.user)
+        messages.success(request, "Snapshot refreshed from the incident.")
+    except services.ReviewError as exc:
+        messages.error(request, str(exc))
+    return redirect("postmortems:detail", code=pm.code)
+
+
+@require_POST
+@login_required
 def postmortem_comment(request: HttpRequest, code: str) -> HttpResponse:
     pm = selectors.postmortem_get_for_user(user=request.user, code=code)
     form = CommentForm(request.POST)
@@ -198,7 +214,9 @@ def postmortem_comment(request: HttpRequest, code: str) -> HttpResponse:
 @login_required
 def postmortem_markdown(request: HttpRequest, code: str) -> HttpResponse:
     pm = selectors.postmortem_get_for_user(user=request.user, code=code)
-    text = services.postmortem_render_markdown(postmortem=pm)
+    text = services.postmortem_render_markdown(
+        postmortem=pm, base_url=request.build_absolute_uri("/")
+    )
     response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
     if request.GET.get("inline") != "1":
         response["Content-Disposition"] = f'attachment; filename="postmortem-{pm.code}.md"'

@@ -199,7 +199,9 @@ def test_markdown_downloads_as_an_attachment(owner_client, pm):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/markdown")
     assert f'filename="postmortem-{pm.code}.md"' in response["Content-Disposition"]
-    assert response.content.decode() == services.postmortem_render_markdown(postmortem=pm)
+    assert response.content.decode() == services.postmortem_render_markdown(
+        postmortem=pm, base_url="http://testserver/"
+    )
 
 
 def test_full_text_search_finds_words_in_the_snapshot_and_ranks_by_title(owner_client, team, owner):
