@@ -54,6 +54,16 @@ def _stuck(ctx: Context) -> str:
     return f"{r['op']} seq {r['seq']}"
 
 
+# what to do about a decomposed slowdown, by category (analyzers/slowdown.py)
+SLOW_ACTION = {
+    "NETWORK": "test those hosts' links with nccl-tests (all_reduce_perf between them and a healthy pair) and drain them if confirmed.",
+    "HARDWARE": "check that GPU's cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER) and drain the node if it keeps throttling.",
+    "DATA": "look at those ranks' input pipeline (workers, shared memory, the files they read).",
+    "STORAGE_IO": "check the file system or object store those ranks read from (latency, errors, throttling).",
+    "UNKNOWN": "compare those ranks' GPUs and nodes with their peers (clocks, temperature, CPU load).",
+}
+
+
 def summary(ctx: Context, v: Verdict) -> str:
     n_timeout = len({e.rank for e in ctx.kinds("watchdog_timeout", "watchdog_failure")})
     after = f"; {n_timeout} other rank(s) then timed out in {_stuck(ctx)}" if n_timeout else ""
@@ -65,6 +75,9 @@ def summary(ctx: Context, v: Verdict) -> str:
         if noise:
             return f"No failure found: {noise['title'].split(':')[0]} — noise, no action needed."
         return "No failure found in these files."
+    decomposed = v.extra.get("finding") if v.shape == "slow" else None
+    if decomposed and decomposed.get("kind") == "slowdown_decomposed":
+        return f"Training slowed: {decomposed['title']} — {SLOW_ACTION.get(v.category, SLOW_ACTION['UNKNOWN'])}"
     if v.category == "OOM":
         what = (
             "ran out of host memory (kernel OOM killer)"
@@ -220,6 +233,13 @@ def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
     if v.shape == "none":
         return []
     recs = [{"kind": k, "text": t} for k, t in _RECS.get(v.category, _RECS["UNKNOWN"])]
+    if v.shape == "slow" and v.category in SLOW_ACTION:
+        recs = [
+            {
+                "kind": "immediate",
+                "text": SLOW_ACTION[v.category][0].upper() + SLOW_ACTION[v.category][1:],
+            }
+        ]
     if v.shape == "slow" and v.category == "UNKNOWN":
         recs = [
             {
