@@ -167,7 +167,18 @@ def change_point(y: np.ndarray) -> tuple[int, float, float] | None:
     m2 = (c[n] - c[k]) / (n - k)
     score = np.abs(m2 - m1) * np.sqrt(k * (n - k) / n)
     best = int(k[int(np.argmax(score))])
-    return best, float(np.median(y[:best])), float(np.median(y[best:]))
+    before, after = float(np.median(y[:best])), float(np.median(y[best:]))
+    # a ramp (a GPU heating up) splits in its middle: the slowdown began where the
+    # values first left the earlier level for good
+    rising = (
+        (y > before + 0.25 * (after - before))
+        if after > before
+        else (y < before + 0.15 * (after - before))
+    )
+    start = best
+    while start > lo and rising[start - 1]:
+        start -= 1
+    return start, before, after
 
 
 class SlowdownAnalyzer:
@@ -229,7 +240,7 @@ class SlowdownAnalyzer:
         elif all(fr.has(p) for p in ("compute_time", "comm_time")):
             y = np.nansum([fr.cols[p] for p in PARTS if fr.has(p)], axis=0)
             y[~np.isfinite(fr.cols["compute_time"])] = np.nan
-            q = 90.0  # a synchronous step lasts as long as its slowest ranks
+            q = 100.0  # a synchronous step lasts as long as its slowest rank
         elif fr.has("throughput"):
             tp = fr.cols["throughput"]
             y = np.where(tp > 0, 1.0 / np.where(tp > 0, tp, 1), np.nan)
@@ -622,6 +633,10 @@ class SlowdownAnalyzer:
         )
         if ranks and not hosts:
             where = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
+        if gpus:
+            where = ", ".join(
+                f"rank {g['rank']} (GPU {g['gpu']} on {g['host'] or '?'})" for g in gpus[:3]
+            )
         what = {
             "comm_time": "communication time",
             "compute_time": "compute time",
@@ -639,7 +654,13 @@ class SlowdownAnalyzer:
             )
             + (f" {flat}" if flat else "")
             + f": {category}"
-            + (f", {'those hosts' if hosts else 'those ranks'}" if hosts or ranks else "")
+            + (
+                f", {'that GPU' if len(gpus) == 1 else 'those GPUs'} ({why.split(': ', 1)[-1]})"
+                if gpus
+                else f", {'those hosts' if hosts else 'those ranks'}"
+                if hosts or ranks
+                else ""
+            )
         )
         evs: list[Event] = list(extra_ev or [])
         rank = fr.cols["rank"]
