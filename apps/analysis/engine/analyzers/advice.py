@@ -61,6 +61,7 @@ SLOW_ACTION = {
     "DATA": "look at those ranks' input pipeline (workers, shared memory, the files they read).",
     "STORAGE_IO": "check the file system or object store those ranks read from (latency, errors, throttling).",
     "UNKNOWN": "compare those ranks' GPUs and nodes with their peers (clocks, temperature, CPU load).",
+    "UNLOCATED": "upload per-rank step metrics (compute, communication and data-wait times) or GPU telemetry (DCGM, nvidia-smi) from the same period to tell which ranks and which part of the step slowed.",
 }
 
 
@@ -77,7 +78,10 @@ def summary(ctx: Context, v: Verdict) -> str:
         return "No failure found in these files."
     decomposed = v.extra.get("finding") if v.shape == "slow" else None
     if decomposed and decomposed.get("kind") == "slowdown_decomposed":
-        return f"Training slowed: {decomposed['title']} — {SLOW_ACTION.get(v.category, SLOW_ACTION['UNKNOWN'])}"
+        action = SLOW_ACTION.get(v.category, SLOW_ACTION["UNKNOWN"])
+        if v.category == "UNKNOWN" and not (v.culprit_ranks or v.culprit_hosts):
+            action = SLOW_ACTION["UNLOCATED"]
+        return f"Training slowed: {decomposed['title']} — {action}"
     if v.category == "OOM":
         what = (
             "ran out of host memory (kernel OOM killer)"

@@ -224,7 +224,9 @@ class SlowdownAnalyzer:
         if onset is None:
             self._telemetry_only(ctx, fr)
             return
-        verdict = self._attribute(ctx, fr, before, after, onset)
+        verdict = self._attribute(ctx, fr, before, after, onset) or self._whole_step(
+            ctx, fr, before, after, onset
+        )
         if verdict is not None:
             met["slowdown"] = verdict
             ctx.doc["localization"]["slowdown"] = {
@@ -348,6 +350,59 @@ class SlowdownAnalyzer:
                 why="data wait rose on every rank: the shared input path (storage, preprocessing) slowed down",
             )
         return None
+
+    def _whole_step(
+        self,
+        ctx: Context,
+        fr: Frame,
+        before: np.ndarray,
+        after: np.ndarray,
+        onset: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """No part of the step tells where: a throttled GPU in the telemetry says HARDWARE;
+        otherwise the slowdown is reported with its start and size, category UNKNOWN."""
+        rank = fr.cols["rank"]
+        ranks = sorted({int(r) for r in rank[np.isfinite(rank)]})
+        signs = self._gpu_signs(ctx, fr, ranks, before, after, onset) if len(ranks) > 1 else []
+        col = next((c for c in ("step_time", "throughput") if fr.has(c)), None)
+        if col is None:
+            return None
+        key = np.where(np.isfinite(rank), rank, -1)
+        b = _group_median(key, np.where(before, fr.cols[col], np.nan))
+        a = _group_median(key, np.where(after, fr.cols[col], np.nan))
+        changes = {r: (b[r], a[r]) for r in a if r in b}
+        if signs and len(signs) <= max(1, len(ranks) // 4):
+            gpus = [{"host": g["host"], "gpu": g["gpu"], "rank": g["rank"]} for g in signs]
+            return self._finish(
+                ctx,
+                fr,
+                category="HARDWARE",
+                part=col,
+                ranks=[g["rank"] for g in signs],
+                hosts=sorted({g["host"] for g in signs if g["host"]}),
+                changes=changes,
+                onset=onset,
+                before=before,
+                after=after,
+                confidence=0.75,
+                why="; ".join(g["why"] for g in signs[:4]),
+                gpus=gpus,
+                extra_ev=[g["event"] for g in signs if g.get("event") is not None],
+            )
+        return self._finish(
+            ctx,
+            fr,
+            category="UNKNOWN",
+            part=col,
+            ranks=[],
+            hosts=[],
+            changes=changes,
+            onset=onset,
+            before=before,
+            after=after,
+            confidence=0.5,
+            why="the metrics do not split the step into compute, communication and data wait, so they cannot say which part grew; log those times per rank (or upload GPU telemetry) to localize it",
+        )
 
     def _storage_or_data(self, ctx: Context, ranks: list[int]) -> str:
         rs = set(ranks)
@@ -630,6 +685,8 @@ class SlowdownAnalyzer:
             else f"{len(hosts)} hosts"
             if hosts
             else "every host"
+            if part not in ("step_time", "throughput")
+            else "the job"
         )
         if ranks and not hosts:
             where = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
@@ -641,19 +698,25 @@ class SlowdownAnalyzer:
             "comm_time": "communication time",
             "compute_time": "compute time",
             "data_time": "data wait",
+            "step_time": "step time",
+            "throughput": "throughput",
         }[part]
-        flat = {"comm_time": "while compute stayed flat", "compute_time": "", "data_time": ""}[part]
+        verb = "fell" if part == "throughput" else "rose"
+        if part == "throughput":
+            factors = [b / a for b, a in changes.values() if a > 0]
+            factor = float(np.median(factors)) if factors else onset["factor"]
+        flat = "while compute stayed flat" if part == "comm_time" else ""
         if part == "comm_time" and "not the only" in why:
             flat = "while compute also changed"
         title = (
-            f"{what[0].upper()}{what[1:]} on {where} rose {factor:.1f}x from "
+            f"{what[0].upper()}{what[1:]} {'of' if where == 'the job' else 'on'} {where} {verb} {factor:.1f}x from "
             + (
                 f"{when[11:16] if when and len(when) >= 16 else when} (step {onset['step']})"
                 if when
                 else f"step {onset['step']}"
             )
             + (f" {flat}" if flat else "")
-            + f": {category}"
+            + (f": {category}" if category != "UNKNOWN" else "")
             + (
                 f", {'that GPU' if len(gpus) == 1 else 'those GPUs'} ({why.split(': ', 1)[-1]})"
                 if gpus
@@ -666,8 +729,9 @@ class SlowdownAnalyzer:
         rank = fr.cols["rank"]
         col = part
         for r in (ranks or sorted(changes))[:2]:
+            mine = np.isnan(rank) if r == -1 else rank == r
             for mask, label in ((before, "before"), (after, "after")):
-                idx = np.flatnonzero(mask & (rank == r) & np.isfinite(fr.cols[col]))
+                idx = np.flatnonzero(mask & mine & np.isfinite(fr.cols[col]))
                 if idx.size:
                     v = fr.cols[col][idx]
                     i = int(idx[np.argmin(np.abs(v - np.median(v)))])
@@ -693,7 +757,9 @@ class SlowdownAnalyzer:
             "HARDWARE": "a GPU slowed down (thermal or power throttling)",
             "DATA": "data loading slowed down",
             "STORAGE_IO": "reads from storage slowed down",
-            "UNKNOWN": "compute slowed down on some ranks",
+            "UNKNOWN": "compute slowed down on some ranks"
+            if part == "compute_time"
+            else "the job's steps slowed down",
         }.get(category, "the step slowed down")
         f = ctx.add_finding(
             phase="localization",
@@ -709,7 +775,13 @@ class SlowdownAnalyzer:
         )
         return {
             "category": category,
-            "part": {"comm_time": "comm", "compute_time": "compute", "data_time": "data"}[part],
+            "part": {
+                "comm_time": "comm",
+                "compute_time": "compute",
+                "data_time": "data",
+                "step_time": "step",
+                "throughput": "step",
+            }[part],
             "ranks": ranks,
             "hosts": hosts,
             "gpus": gpus or [],
