@@ -233,7 +233,8 @@ class VerdictAnalyzer:
         e: Event = pick["event"]
         cat = pick["category"]
         same = [c["event"] for c in causes if c["category"] == cat and c["event"].kind == e.kind]
-        ranks = sorted({x.rank for x in same if x.rank is not None})
+        # a cause may name its ranks itself (the odd ones out: analyzers/odd_one_out.py)
+        ranks = pick.get("ranks") or sorted({x.rank for x in same if x.rank is not None})
         hosts = sorted({x.host for x in same if x.host})
         shape = "diverge" if cat == "NUMERICAL" else "crash"
         if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout"):
