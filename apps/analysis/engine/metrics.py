@@ -517,7 +517,9 @@ def looks_like_metrics_header(header: str) -> bool:
             keys.add("gpu_temp")
     raw = {_key(k) for k in re.split(r"[,\t;\"{}:]+", header)}
     if "value" in raw and raw & {"key", "metric", "metric_name", "name", "tag", "field"}:
-        keys.add("loss")  # MLflow / Prometheus long exports: one row per (measure, step)
+        # MLflow / Prometheus long exports: one row per (measure, step or sample time)
+        keys.add("loss")
+        keys.add("gpu_temp")
     if {"wall_time", "step", "value"} <= raw:
         keys.add("loss")  # TensorBoard scalar CSV: the measure is named by the file
     if "step" not in keys and ("temperature_gpu" in raw or any("ecc_errors" in k for k in raw)):

@@ -119,7 +119,9 @@ def summary(ctx: Context, v: Verdict) -> str:
         if root and root.kind == "slurm_time_limit":
             return "SLURM stopped the job at its time limit (not a training failure) — resume from the last checkpoint with a longer limit or more frequent checkpoints."
         return f"The scheduler/infrastructure ended the job ({v.root_label}) — resubmit from the last checkpoint; ask the cluster team about {', '.join(v.culprit_hosts) or 'the node'}."
-    if v.category == "SOFTWARE" and root and root.kind == "collective_mismatch":
+    if v.category == "SOFTWARE" and (
+        (root and root.kind == "collective_mismatch") or "a different collective" in v.root_label
+    ):
         return "Ranks issued different collectives (a code path diverged between ranks) — fix the rank-dependent branch around the reported collective, then rerun."
     if v.category == "DATA":
         return f"{where.capitalize()} stalled in data loading and never joined {_stuck(ctx)}{after} — check that rank's data reads/storage (add a read timeout), then restart from the last checkpoint."

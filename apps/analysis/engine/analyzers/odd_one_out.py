@@ -172,8 +172,13 @@ class OddOneOutAnalyzer:
                         "category": "SOFTWARE",
                         "strength": 0.85,
                         "event": ev,
-                        "label": f"rank {odd[0]} issued a different collective than the others",
+                        "label": f"a different collective on rank{'s' if len(odd) > 1 else ''} "
+                        f"{', '.join(map(str, odd[:8]))} ({values[odd[0]]}) than on the other {n} ({top})",
                         "ranks": odd,
+                        # every rank waited in the collective until its watchdog fired
+                        "shape": "hang"
+                        if ev.kind in ("watchdog_timeout", "watchdog_failure")
+                        else None,
                     }
                 )
 
@@ -253,7 +258,11 @@ class OddOneOutAnalyzer:
                 evidence_events=evidence,
                 category="SOFTWARE",
             )
-            if attr == "nccl_version":
+            failed = any(
+                ctx.by_kind.get(k)
+                for k in ("watchdog_timeout", "watchdog_failure", "nccl_error", "async_exception")
+            )
+            if attr == "nccl_version" and failed:
                 ctx.facts.setdefault("causes", []).append(
                     {
                         "category": "SOFTWARE",

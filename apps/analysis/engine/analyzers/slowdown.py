@@ -187,6 +187,7 @@ class SlowdownAnalyzer:
     order = 52
 
     def run(self, ctx: Context) -> None:
+        self._columns(ctx)
         fr = build_frame(ctx)
         if not fr.files:
             return
@@ -232,6 +233,27 @@ class SlowdownAnalyzer:
             ctx.doc["localization"]["slowdown"] = {
                 k: v for k, v in verdict.items() if k != "finding"
             }
+
+    def _columns(self, ctx: Context) -> None:
+        """Per metrics file: which column fed which measure, and the columns nothing placed."""
+        files = []
+        for r in ctx.results:
+            if r.metrics is None:
+                continue
+            placed = r.facts.get("metrics_placed") or {
+                c: r.facts.get("metrics_source", "") for c in r.metrics.columns if c != "line"
+            }
+            files.append(
+                {
+                    "file": r.name,
+                    "source": r.facts.get("metrics_source") or r.kind,
+                    "rows": len(r.metrics),
+                    "placed": {k: v for k, v in placed.items() if k != "line"},
+                    "unplaced": list(r.facts.get("metrics_unplaced") or []),
+                }
+            )
+        if files:
+            ctx.doc["metrics"] = {"files": files}
 
     # -- the job's step-time level per step ----------------------------------------
     def _level(self, fr: Frame) -> dict[int, float] | None:
@@ -702,6 +724,10 @@ class SlowdownAnalyzer:
             "throughput": "throughput",
         }[part]
         verb = "fell" if part == "throughput" else "rose"
+        levels = (
+            float(np.median([b for b, _ in changes.values()])) if changes else onset["before"],
+            float(np.median([a for _, a in changes.values()])) if changes else onset["after"],
+        )
         if part == "throughput":
             factors = [b / a for b, a in changes.values() if a > 0]
             factor = float(np.median(factors)) if factors else onset["factor"]
@@ -709,7 +735,13 @@ class SlowdownAnalyzer:
         if part == "comm_time" and "not the only" in why:
             flat = "while compute also changed"
         title = (
-            f"{what[0].upper()}{what[1:]} {'of' if where == 'the job' else 'on'} {where} {verb} {factor:.1f}x from "
+            f"{what[0].upper()}{what[1:]} {'of' if where == 'the job' else 'on'} {where} {verb} "
+            + (
+                f"{factor:.1f}x"
+                if factor < 10
+                else f"from {_secs(levels[0])} to {_secs(levels[1])}"
+            )
+            + " from "
             + (
                 f"{when[11:16] if when and len(when) >= 16 else when} (step {onset['step']})"
                 if when
@@ -822,6 +854,10 @@ class SlowdownAnalyzer:
             evidence_events=evs,
             category="HARDWARE",
         )
+
+
+def _secs(v: float) -> str:
+    return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
 
 
 register_analyzer(SlowdownAnalyzer())

@@ -239,6 +239,7 @@ class VerdictAnalyzer:
         shape = "diverge" if cat == "NUMERICAL" else "crash"
         if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout"):
             shape = "hang"  # the rank blocked (no crash of its own); the others hung on it
+        shape = pick.get("shape") or shape  # a cause may say how the job ended (odd_one_out.py)
         v = Verdict(
             shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"]
         )
