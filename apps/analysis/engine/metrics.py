@@ -461,6 +461,13 @@ def _key(name: str) -> str:
     return _NON_ALNUM.sub("_", name.strip().lower()).strip("_")
 
 
+# names too generic alone, a measure only with a unit: "data_ms", "dataloader_s", "wait_ms"
+_WITH_UNIT_ONLY: dict[str, Alias] = {
+    n: Alias("data_time")
+    for n in ("data", "dataloader", "data_loader", "loader", "input", "wait", "data_loading")
+}
+
+
 def _lookup(key: str) -> Alias | None:
     a = _ALIASES.get(key)
     if a is not None:
@@ -469,7 +476,7 @@ def _lookup(key: str) -> Alias | None:
     if not m:
         return None
     base, unit = m.group("base"), m.group("unit")
-    a = _ALIASES.get(base)
+    a = _ALIASES.get(base) or _WITH_UNIT_ONLY.get(base)
     if a is None:
         return None
     if a.canonical in _TIME_CANON and unit in _TIME_UNITS:

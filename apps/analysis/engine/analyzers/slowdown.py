@@ -125,14 +125,28 @@ def _fill_places(ctx: Context, fr: Frame) -> None:
             rank_host[int(r)] = h
     for v in on_host.values():
         v.sort()
-    need = np.flatnonzero(np.isnan(rank) & ~np.isnan(gpu))
-    for i in need:
-        rs = on_host.get(host[i]) or []
-        g = int(gpu[i])
-        if 0 <= g < len(rs):
-            rank[i] = rs[g]
-    # and the GPU of a rank row, for the telemetry lookup
-    local = {r: (h, i) for h, rs in on_host.items() for i, r in enumerate(rs)}
+    # the GPU each rank drives: NCCL's nvmlDev where the logs print it, else the local
+    # index in the usual block placement (rank % GPUs per node), else its position on the host
+    nvml: dict[int, int] = {}
+    for res in ctx.results:
+        for proc, attrs in (res.facts.get("banners") or {}).items():
+            if proc.isdigit() and "_gpu" in attrs:
+                nvml.setdefault(int(proc), int(attrs["_gpu"][0]))
+    tele = ~np.isnan(gpu) & np.isnan(rank)
+    per_node = int(np.nanmax(gpu[tele])) + 1 if tele.any() else 0
+    local: dict[int, tuple[str, int]] = {}
+    for h, rs in on_host.items():
+        block = per_node and len({r // per_node for r in rs}) == 1
+        for i, r in enumerate(rs):
+            g = nvml.get(r)
+            if g is None:
+                g = r % per_node if block else i
+            local[r] = (h, g)
+    by_place = {(h, g): r for r, (h, g) in local.items()}
+    for i in np.flatnonzero(tele):
+        r = by_place.get((host[i], int(gpu[i])))
+        if r is not None:
+            rank[i] = r
     for i in np.flatnonzero(np.isnan(gpu) & ~np.isnan(rank)):
         got = local.get(int(rank[i]))
         if got:
@@ -253,25 +267,27 @@ class SlowdownAnalyzer:
                 }
             )
         if files:
-            ctx.doc["metrics"] = {"files": files}
+            ctx.doc.setdefault("metrics", {})["files"] = files
 
     # -- the job's step-time level per step ----------------------------------------
     def _level(self, fr: Frame) -> dict[int, float] | None:
+        """The job's step time per step from the source that covers the most steps: the
+        step time as logged (median across ranks), the sum of the parts (the slowest rank:
+        a synchronous step lasts as long as it), or the inverse of the throughput."""
         step = fr.cols["step"]
-        q = 50.0
+        cands: list[dict[int, float]] = []
         if fr.has("step_time"):
-            y = fr.cols["step_time"]
-        elif all(fr.has(p) for p in ("compute_time", "comm_time")):
+            cands.append(_group_median(step, fr.cols["step_time"]))
+        if all(fr.has(p) for p in ("compute_time", "comm_time")):
             y = np.nansum([fr.cols[p] for p in PARTS if fr.has(p)], axis=0)
             y[~np.isfinite(fr.cols["compute_time"])] = np.nan
-            q = 100.0  # a synchronous step lasts as long as its slowest rank
-        elif fr.has("throughput"):
+            cands.append(_group_median(step, y, 100.0))
+        if fr.has("throughput"):
             tp = fr.cols["throughput"]
             y = np.where(tp > 0, 1.0 / np.where(tp > 0, tp, 1), np.nan)
-        else:
-            return None
-        per = _group_median(step, y, q)
-        return per if len(per) >= 12 else None
+            cands.append(_group_median(step, y))
+        cands = [c for c in cands if len(c) >= 12]
+        return max(cands, key=len) if cands else None
 
     def _time_at(self, fr: Frame, step: int) -> str | None:
         idx = np.flatnonzero(fr.cols["step"] == step)
@@ -353,7 +369,12 @@ class SlowdownAnalyzer:
             rs = sorted(rose.get(p, {}))
             if rs and len(rs) <= max(1, n // 2 - (1 if n % 2 == 0 else 0)) and len(rs) < n:
                 return self._local(ctx, fr, p, cat, rs, rose[p], hosts_of(rs), before, after, onset)
-        if rose.get("comm_time"):
+        comm = rose.get("comm_time") or {}
+        quiet = [r for r in ranks_all if r not in comm]
+        if comm and 0 < len(quiet) <= max(1, n // 8) and len(comm) >= n // 2:
+            # every rank but a few waits longer in the collective: the few are what they wait for
+            return self._waited_for(ctx, fr, quiet, comm, hosts_of(quiet), before, after, onset)
+        if comm:
             return self._network(ctx, fr, rose, before, after, onset, rank_host, ranks_all)
         if "data_time" in rose and len(rose["data_time"]) >= n // 2:
             rs = sorted(rose["data_time"])
@@ -372,6 +393,46 @@ class SlowdownAnalyzer:
                 why="data wait rose on every rank: the shared input path (storage, preprocessing) slowed down",
             )
         return None
+
+    def _waited_for(
+        self,
+        ctx: Context,
+        fr: Frame,
+        ranks: list[int],
+        comm: dict[int, tuple[float, float]],
+        hosts: list[str],
+        before: np.ndarray,
+        after: np.ndarray,
+        onset: dict[str, Any],
+    ) -> dict[str, Any]:
+        signs = self._gpu_signs(ctx, fr, ranks, before, after, onset)
+        gpus = [{"host": g["host"], "gpu": g["gpu"], "rank": g["rank"]} for g in signs]
+        why = (
+            "the other ranks' collective time grew while theirs did not: they waited for these ranks"
+            + (" (" + "; ".join(g["why"] for g in signs[:3]) + ")" if signs else "")
+            + (
+                ""
+                if signs
+                else "; their own compute and data times are not in the metrics, so which part of their step grew is not known"
+            )
+        )
+        return self._finish(
+            ctx,
+            fr,
+            category="HARDWARE" if signs else "UNKNOWN",
+            part="comm_time",
+            ranks=ranks,
+            hosts=hosts,
+            changes=comm,
+            onset=onset,
+            before=before,
+            after=after,
+            confidence=0.75 if signs else 0.6,
+            why=why,
+            gpus=gpus,
+            waited_for=True,
+            extra_ev=[g["event"] for g in signs if g.get("event") is not None],
+        )
 
     def _whole_step(
         self,
@@ -583,14 +644,20 @@ class SlowdownAnalyzer:
             return t_after, t_before
         at = onset.get("time") if onset else None
         tt = np.array([t or "" for t in times[tele]], dtype=object)
-        if at:
-            t_after[tele] = tt >= at
-            t_before[tele] = (tt < at) & (tt != "")
-        else:
-            valid = sorted(x for x in tt if x)
-            cut = valid[int(len(valid) * 2 / 3)] if valid else ""
-            t_after[tele] = tt >= cut
-            t_before[tele] = (tt < cut) & (tt != "")
+        valid = sorted(x for x in tt if x)
+        if not valid:
+            return t_after, t_before
+        if not at or not (valid[0] <= at <= valid[-1]):
+            # no onset time, or one outside the telemetry's span (another clock or zone):
+            # split the telemetry at the same fraction of the run as the onset's step
+            frac = 2 / 3
+            steps = fr.cols["step"][np.isfinite(fr.cols["step"])]
+            if onset and onset.get("step") is not None and steps.size:
+                lo, hi = float(steps.min()), float(steps.max())
+                frac = (onset["step"] - lo) / (hi - lo) if hi > lo else frac
+            at = valid[min(len(valid) - 1, int(len(valid) * frac))]
+        t_after[tele] = tt >= at
+        t_before[tele] = (tt < at) & (tt != "")
         return t_after, t_before
 
     def _network(
@@ -697,6 +764,7 @@ class SlowdownAnalyzer:
         gpus: list[dict[str, Any]] | None = None,
         switches: list[str] | None = None,
         extra_ev: list[Event] | None = None,
+        waited_for: bool = False,
     ) -> dict[str, Any]:
         factors = [a / b for b, a in changes.values() if b > 0]
         factor = float(np.median(factors)) if factors else onset["factor"]
@@ -734,6 +802,9 @@ class SlowdownAnalyzer:
         flat = "while compute stayed flat" if part == "comm_time" else ""
         if part == "comm_time" and "not the only" in why:
             flat = "while compute also changed"
+        if waited_for:
+            where = f"every rank but {', '.join(map(str, ranks[:8]))}"
+            flat = f"— the others waited for rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
         title = (
             f"{what[0].upper()}{what[1:]} {'of' if where == 'the job' else 'on'} {where} {verb} "
             + (
@@ -752,6 +823,8 @@ class SlowdownAnalyzer:
             + (
                 f", {'that GPU' if len(gpus) == 1 else 'those GPUs'} ({why.split(': ', 1)[-1]})"
                 if gpus
+                else ""
+                if waited_for
                 else f", {'those hosts' if hosts else 'those ranks'}"
                 if hosts or ranks
                 else ""

@@ -32,6 +32,7 @@ LITERALS: tuple[bytes, ...] = (
     b"torch version",
     b"PyTorch version",
     b"DeepSpeed info: version=",
+    b" nvmlDev ",
 )
 _NCCL_HOST = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):\d+\s+\[\d+\]\s+NCCL\s")
 _RULES: tuple[tuple[re.Pattern[str], str | None], ...] = (
@@ -42,6 +43,9 @@ _RULES: tuple[tuple[re.Pattern[str], str | None], ...] = (
     (re.compile(r"(?:torch|PyTorch) version:?\s*(?P<v>\d[\w.+-]*)"), "torch_version"),
     (re.compile(r"DeepSpeed info: version=(?P<v>[\w.+-]+)"), "deepspeed_version"),
 )
+# NCCL's "comm 0x… rank 7 nranks 16 cudaDev 3 nvmlDev 3 busId 4b000 …": the GPU (NVML index,
+# as nvidia-smi and DCGM number it) a process drives
+_NVML = re.compile(r"\bcudaDev\s+\d+\s+nvmlDev\s+(?P<v>\d+)")
 _ENV_PAIRS = re.compile(r"\b(?P<k>(?:TORCH_)?NCCL_[A-Z0-9_]+):\s*(?P<v>[^,\s]+)")
 
 
@@ -80,6 +84,9 @@ class BannerReader:
             mm = rx.search(msg)
             if mm:
                 found.append((attr or f"env.{mm.group('k')}", mm.group("v").strip()))
+        mg = _NVML.search(msg)
+        if mg and rank is not None:
+            found.append(("_gpu", mg.group("v")))
         if "environments:" in msg:
             found += [(f"env.{k}", v) for k, v in _ENV_PAIRS.findall(msg)]
         if not found:

@@ -461,5 +461,6 @@ def _as_metrics(
         n for n in __import__("json").loads(meta.get(b"unplaced", b"[]")) if n
     ]
     result.facts["metrics_columns"] = table.column_names
+    result.facts["metrics_placed"] = __import__("json").loads(meta.get(b"placed", b"{}"))
     step = max(1, len(rows) // 2000)
     result.facts["metrics_rows"] = {str(ln): text for ln, _, text in rows[::step]}
