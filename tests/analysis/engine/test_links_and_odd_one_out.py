@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from apps.analysis import engine
+import rankscope as engine
 
 HEAD = """# nThread 1 nGpus 1 minBytes 65536 maxBytes 1073741824 step: 4(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
 #

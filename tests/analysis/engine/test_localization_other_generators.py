@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from apps.analysis.engine import analyze
-from apps.analysis.engine.cli import parse_paths
-from apps.analysis.engine.testing import gen_cluster_exports, gen_srun_jsonl
+from rankscope import analyze
+from rankscope.cli import parse_paths
+from rankscope.testing import gen_cluster_exports, gen_srun_jsonl
 
 
 def _triage(path: Path) -> dict[str, Any]:

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from apps.analysis import engine
-from apps.analysis.engine.metrics import place
+import rankscope as engine
+from rankscope.metrics import place
 
 
 def _parse(name: str, text: str | bytes) -> engine.ParseResult:
@@ -172,7 +172,7 @@ def test_a_steady_log_is_not_slow() -> None:
     ],
 )
 def test_iteration_line_wordings(line: str, want: dict[str, float]) -> None:
-    from apps.analysis.engine.parsers.iterations import read_fields
+    from rankscope.parsers.iterations import read_fields
 
     got = read_fields(line)
     for k, v in want.items():

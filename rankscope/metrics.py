@@ -21,34 +21,40 @@ pc = LazyModule("pyarrow.compute")
 ipc = LazyModule("pyarrow.ipc")
 
 
-# canonical column → type
-CANONICAL: dict[str, pa.DataType] = {
-    "rank": pa.int64(),
-    "step": pa.int64(),
-    "host": pa.string(),
-    "gpu": pa.int64(),  # device index on its host (nvidia-smi ``index``, DCGM ``gpu``)
-    "time": pa.string(),  # ISO-8601; a zoned or epoch time is converted to UTC
-    "step_time": pa.float64(),  # seconds
-    "compute_time": pa.float64(),  # seconds (forward + backward when only those are given)
-    "comm_time": pa.float64(),  # seconds (the sum of the collective timers given)
-    "data_time": pa.float64(),  # seconds waiting for the next batch
-    "forward_time": pa.float64(),  # seconds
-    "backward_time": pa.float64(),  # seconds, without the gradient reduction
-    "loss": pa.float64(),
-    "throughput": pa.float64(),  # tokens or samples per second, as given
-    "grad_norm": pa.float64(),
-    "mem_allocated": pa.float64(),  # GiB
-    "mem_reserved": pa.float64(),  # GiB (allocator reserved / cached / device memory used)
-    "mem_peak": pa.float64(),  # GiB (max_memory_allocated)
-    "gpu_temp": pa.float64(),  # °C
-    "sm_clock": pa.float64(),  # MHz
-    "power": pa.float64(),  # W
-    "power_limit": pa.float64(),  # W
-    "gpu_util": pa.float64(),  # %
-    "throttle": pa.float64(),  # NVML clocks-event-reason bit mask
-    "straggler_score": pa.float64(),  # relative performance, 1 = the peers' median
-    "line": pa.int64(),  # 1-based line of the row in its file
+# canonical column → pyarrow type name (names, not types: building a pyarrow type imports
+# pyarrow, ~0.2 s that a job of text logs alone should not pay)
+CANONICAL: dict[str, str] = {
+    "rank": "int64",
+    "step": "int64",
+    "host": "string",
+    "gpu": "int64",  # device index on its host (nvidia-smi ``index``, DCGM ``gpu``)
+    "time": "string",  # ISO-8601; a zoned or epoch time is converted to UTC
+    "step_time": "float64",  # seconds
+    "compute_time": "float64",  # seconds (forward + backward when only those are given)
+    "comm_time": "float64",  # seconds (the sum of the collective timers given)
+    "data_time": "float64",  # seconds waiting for the next batch
+    "forward_time": "float64",  # seconds
+    "backward_time": "float64",  # seconds, without the gradient reduction
+    "loss": "float64",
+    "throughput": "float64",  # tokens or samples per second, as given
+    "grad_norm": "float64",
+    "mem_allocated": "float64",  # GiB
+    "mem_reserved": "float64",  # GiB (allocator reserved / cached / device memory used)
+    "mem_peak": "float64",  # GiB (max_memory_allocated)
+    "gpu_temp": "float64",  # °C
+    "sm_clock": "float64",  # MHz
+    "power": "float64",  # W
+    "power_limit": "float64",  # W
+    "gpu_util": "float64",  # %
+    "throttle": "float64",  # NVML clocks-event-reason bit mask
+    "straggler_score": "float64",  # relative performance, 1 = the peers' median
+    "line": "int64",  # 1-based line of the row in its file
 }
+
+
+def canonical_type(name: str) -> pa.DataType:
+    return getattr(pa, CANONICAL[name])()
+
 
 UNITS: dict[str, str] = {
     "step_time": "s",
@@ -629,7 +635,7 @@ def normalise_columns(table: pa.Table) -> tuple[pa.Table, list[str]]:
             )
             continue
         col = table.column(name)
-        want = CANONICAL[canonical]
+        want = canonical_type(canonical)
         try:
             if canonical == "time":
                 col, how = _iso_time(col)
@@ -735,6 +741,6 @@ class MetricsTable:
                 if n in t.columns:
                     cols[n] = t.table.column(n)
                 else:
-                    cols[n] = pa.nulls(len(t), CANONICAL[n])
+                    cols[n] = pa.nulls(len(t), canonical_type(n))
             parts.append(pa.table(cols))
         return cls(pa.concat_tables(parts))
