@@ -140,7 +140,8 @@ class VerdictAnalyzer:
 
         if succeeded and not fatal:
             if (
-                met.get("slow_hosts")
+                met.get("slowdown")
+                or met.get("slow_hosts")
                 or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop
             ):
                 return self._slow(ctx, met)
@@ -198,7 +199,8 @@ class VerdictAnalyzer:
                 root_label="a collective every rank entered never completed",
             )
         if (
-            met.get("slow_hosts")
+            met.get("slowdown")
+            or met.get("slow_hosts")
             or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop
             or met.get("stragglers")
         ):
@@ -231,11 +233,13 @@ class VerdictAnalyzer:
         e: Event = pick["event"]
         cat = pick["category"]
         same = [c["event"] for c in causes if c["category"] == cat and c["event"].kind == e.kind]
-        ranks = sorted({x.rank for x in same if x.rank is not None})
+        # a cause may name its ranks itself (the odd ones out: analyzers/odd_one_out.py)
+        ranks = pick.get("ranks") or sorted({x.rank for x in same if x.rank is not None})
         hosts = sorted({x.host for x in same if x.host})
         shape = "diverge" if cat == "NUMERICAL" else "crash"
         if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout"):
             shape = "hang"  # the rank blocked (no crash of its own); the others hung on it
+        shape = pick.get("shape") or shape  # a cause may say how the job ended (odd_one_out.py)
         v = Verdict(
             shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"]
         )
@@ -317,6 +321,17 @@ class VerdictAnalyzer:
         )
 
     def _slow(self, ctx: Context, met: dict[str, Any]) -> Verdict:
+        sd = met.get("slowdown")  # declared by analyzers/slowdown.py
+        if sd and sd.get("finding"):
+            return Verdict(
+                shape="slow",
+                category=sd["category"],
+                confidence=sd["confidence"],
+                root_label=sd["label"],
+                culprit_ranks=list(sd["ranks"]),
+                culprit_hosts=list(sd["hosts"]),
+                extra={"finding": sd["finding"]},
+            )
         slow = met.get("slow_hosts")
         f = next((f for f in ctx.findings if f["kind"] == "slow_network_hosts"), None)
         if slow and f:
@@ -371,7 +386,8 @@ class VerdictAnalyzer:
         if v.shape == "none":
             return "unknown"
         if v.shape == "slow":
-            step = ctx.facts.get("metrics", {}).get("drop_step")
+            met = ctx.facts.get("metrics", {})
+            step = (met.get("slowdown") or {}).get("onset_step") or met.get("drop_step")
             return "unknown" if step is None else ("immediately" if step <= 5 else "after_warmup")
         start = ctx.facts.get("job_start")
         at = etime(v.root) if v.root is not None else None

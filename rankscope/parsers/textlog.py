@@ -24,6 +24,7 @@ from ..scan import get_scanner
 from . import Progress, register_parser
 from .classify import NCCL_HOST, classify
 from .facts import read_region
+from .sidecar import SideReaders
 
 CHUNK = 2 << 20
 HEAD = 24 << 10
@@ -159,6 +160,7 @@ class TextLogParser:
         result.facts["scanner"] = scanner.name
         collector = _Collector(result)
         summary = _Summary(collector, name)
+        sidecar = SideReaders()  # iteration lines and banners (parsers/sidecar.py)
         line_no = 0  # lines fully before the current block
         offset = 0
         head = bytearray()
@@ -203,6 +205,7 @@ class TextLogParser:
                         )
                 if len(head) < HEAD:
                     head += view[: min(cut, HEAD - len(head))]
+                sidecar.feed(view[:cut], line_no)
                 line_no = self._block(
                     buf,
                     view,
@@ -249,6 +252,7 @@ class TextLogParser:
                 t[nl + 1 :].decode("utf-8", errors="replace"), result, file_rank, where="tail"
             )
         self._finish(result, file_rank, file_host)
+        sidecar.finish(result, file_rank)
 
     def _block(
         self,

@@ -1,0 +1,257 @@
+"""Iteration lines of a training log → a per-step metrics series, like an uploaded CSV.
+
+Training loops print their speed every N steps; read together these lines are the
+run's step-time series, so a slowdown can be told from one log. Recognised (each by
+its own fields, whatever the wrapper — ``[rank3]:``, ``[default0]:``, ``srun -l``,
+date stamps):
+
+- Megatron-LM: ``iteration 100/ 5000 | … | elapsed time per iteration (ms): 1234.5 |
+  throughput per GPU (TFLOP/s/GPU): 180.3 | … | lm loss: 2.3E+00 |`` (and the
+  Megatron-DeepSpeed ``samples per second: 12.3 | TFLOPs: 123.4 |`` fields);
+- tqdm bars (HF Trainer, Lightning, NeMo, accelerate): ``| 450/1000 [07:30<09:10,
+  1.00s/it]`` / ``2.50it/s]`` with their postfix (``loss=2.3``, ``train_step_timing
+  in s=0.6``, ``global_step=99``); a bar redrawn with carriage returns is one update
+  per ``\\r`` segment;
+- HF Trainer dicts ``{'loss': 2.3, …}`` only add the loss;
+- DeepSpeed ``RunningAvgSamplesPerSec=…, CurrSamplesPerSec=…`` and ``step=N``;
+- torchtitan ``step: 10  loss: 9.12 … tps: 3,456  tflops: 180.2``; nanoGPT ``iter
+  100: loss 2.34, time 123.45ms``; and generic ``step N … tokens/s 1234`` /
+  ``samples/s`` / ``step_time 1.2s`` lines.
+
+Columns produced: ``step``, ``rank`` (from the line's prefix or the file), ``time``
+(the line's stamp), ``step_time`` (s; from ms per iteration, s/it, 1 / it/s),
+``throughput`` (one kind per file: tokens/s, else samples/s, else TFLOP/s — named in
+``facts["iteration_throughput_unit"]``) and ``loss``.
+
+Memory: at most ``MAX_ROWS`` rows per file; past that every other row is dropped and
+the stride doubles (the series stays evenly spaced). The raw text of up to
+``MAX_TEXT_ROWS`` rows (evenly spaced, plus each rank's slowest and fastest) is kept
+for evidence, exactly as the metrics parser keeps CSV rows.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..envelope import peel
+from ..model import ParseResult
+
+MAX_ROWS = 200_000
+MAX_TEXT_ROWS = 4_000
+MIN_ROWS = 12  # fewer iteration lines than this are not a series
+
+# candidate lines: a literal of every format above, found with bytes.find (memchr speed;
+# a regex alternation over whole 8 MiB chunks is ~100x slower)
+LITERALS: tuple[bytes, ...] = (
+    b"/s",  # it/s, tokens/s, samples/s, TFLOP/s, tok/s
+    b"s/it",
+    b"per iteration",
+    b"PerSec",
+    b"per second",
+    b"FLOP",
+    b"flops",
+    b"tps: ",
+    b"wps: ",
+    b"step_tim",
+    b": loss ",
+)
+
+_NUM = r"([-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_STEP = (
+    re.compile(r"\biteration\s+(\d+)\s*/\s*\d+"),
+    re.compile(r"\bglobal_step[=:]\s*(\d+)"),
+    re.compile(r"\bstep[=:]\s*(\d+)\b", re.IGNORECASE),
+    re.compile(r"\bstep\s+(\d+)\b(?!\s*/\s*\d+\s*\])", re.IGNORECASE),
+    re.compile(r"\biter\s+(\d+)\b"),
+    re.compile(r"\|\s*(\d+)/\d+\s*\["),  # tqdm n/total [
+    re.compile(r"(?:^|\s)(\d+)it\s*\["),  # tqdm without a total
+)
+_STEP_TIME: tuple[tuple[re.Pattern[str], float, bool], ...] = (
+    # (pattern, scale to seconds, is a rate)
+    (re.compile(r"elapsed time per iteration \(ms\):\s*" + _NUM), 1e-3, False),
+    (re.compile(r"train_step_timing in s=\s*" + _NUM), 1.0, False),
+    (re.compile(r"\bstep_time[=:\s]\s*" + _NUM + r"\s*ms\b"), 1e-3, False),
+    (re.compile(r"\bstep_time[=:\s]\s*" + _NUM), 1.0, False),
+    (re.compile(r"\btime\s+" + _NUM + r"\s*ms\b"), 1e-3, False),  # nanoGPT
+    (re.compile(_NUM + r"\s*s/it\b"), 1.0, False),
+    (re.compile(_NUM + r"\s*it/s\b"), 1.0, True),
+)
+_THROUGHPUT: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "tokens/s",
+        re.compile(r"tokens?(?: per second|/s(?:ec)?)(?:/gpu| per gpu)?\)?[:=]?\s*" + _NUM, re.I),
+    ),
+    ("tokens/s", re.compile(_NUM + r"\s*(?:tokens?|tok)/s(?:ec)?\b", re.I)),
+    ("tokens/s", re.compile(r"\b(?:tps|wps|tok/s)[:=]\s*" + _NUM)),
+    ("samples/s", re.compile(r"\bCurrSamplesPerSec=\s*" + _NUM)),
+    ("samples/s", re.compile(r"samples? per second[:=]?\s*" + _NUM, re.I)),
+    ("samples/s", re.compile(r"samples?/s(?:ec)?[:=]\s*" + _NUM, re.I)),
+    ("samples/s", re.compile(_NUM + r"\s*samples?/s(?:ec)?\b", re.I)),
+    ("TFLOP/s", re.compile(r"TFLOP/s/GPU\):\s*" + _NUM)),
+    ("TFLOP/s", re.compile(r"\bTFLOPs:\s*" + _NUM)),
+    ("TFLOP/s", re.compile(r"\btflops[:=]\s*" + _NUM, re.I)),
+)
+_LOSS = (
+    re.compile(r"\blm loss:\s*" + _NUM),
+    re.compile(r"'loss':\s*" + _NUM),
+    re.compile(r"\b(?:train_)?loss[=:]\s*" + _NUM),
+    re.compile(r"\bloss\s+" + _NUM),
+)
+
+
+def _f(text: str) -> float | None:
+    try:
+        return float(text.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def read_fields(msg: str) -> dict[str, Any]:
+    """The iteration fields of one message (no envelope): step, step_time, throughput, loss."""
+    out: dict[str, Any] = {}
+    for rx in _STEP:
+        m = rx.search(msg)
+        if m:
+            out["step"] = int(m.group(1))
+            break
+    for rx, scale, rate in _STEP_TIME:
+        m = rx.search(msg)
+        if m:
+            v = _f(m.group(1))
+            if v is not None and v > 0:
+                out["step_time"] = 1.0 / v if rate else v * scale
+            break
+    for unit, rx in _THROUGHPUT:
+        m = rx.search(msg)
+        if m:
+            v = _f(m.group(1))
+            if v is not None and v > 0:
+                out["throughput"] = v
+                out["unit"] = unit
+            break
+    for rx in _LOSS:
+        m = rx.search(msg)
+        if m:
+            v = _f(m.group(1))
+            if v is not None:
+                out["loss"] = v
+            break
+    return out
+
+
+class IterationReader:
+    """Fed the text parser's chunks; ``finish`` turns what it read into ``result.metrics``."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[Any, ...]] = []  # (line, step, rank, time, step_time, tput, loss)
+        self.texts: dict[int, str] = {}  # evenly spaced raw rows, for evidence
+        self.extremes: dict[tuple[int, str], tuple[float, int, str]] = {}
+        self.stride = 1
+        self.text_stride = 1
+        self.seen = 0
+        self.unit: str | None = None
+        self.ordinal: dict[int | None, int] = {}
+
+    def feed(self, chunk: Any, first_line: int) -> None:
+        """Scan whole lines ``chunk`` (bytes-like) whose first line is ``first_line + 1``."""
+        data = bytes(chunk)
+        if isinstance(chunk, memoryview):
+            chunk.release()
+        starts: set[int] = set()
+        for lit in LITERALS:
+            at = data.find(lit)
+            while at >= 0:
+                start = data.rfind(b"\n", 0, at) + 1
+                starts.add(start)
+                end = data.find(b"\n", at)
+                if end < 0:
+                    break
+                at = data.find(lit, end)
+        pos = 0
+        line = first_line
+        for start in sorted(starts):
+            end = data.find(b"\n", start)
+            end = len(data) if end < 0 else end
+            line += data.count(b"\n", pos, start)
+            pos = start
+            self._line(data[start:end].decode("utf-8", errors="replace"), line + 1)
+
+    def _line(self, raw: str, line: int) -> None:
+        # a tqdm bar redrawn in place: one update per carriage-return segment
+        segments = [s for s in raw.split("\r") if s.strip()] if "\r" in raw else [raw]
+        for seg in segments:
+            env = peel(seg)
+            f = read_fields(env.message)
+            if "step_time" not in f and "throughput" not in f:
+                continue
+            rank = env.rank if env.rank is not None else env.task
+            if f.get("unit"):
+                if self.unit is None:
+                    self.unit = f["unit"]
+                elif f["unit"] != self.unit:
+                    f.pop("throughput", None)
+            step = f.get("step")
+            if step is None:
+                step = self.ordinal.get(rank, 0) + 1
+            self.ordinal[rank] = step
+            self.seen += 1
+            if self.seen % self.stride:
+                continue
+            row = (
+                line,
+                step,
+                rank,
+                env.time,
+                f.get("step_time"),
+                f.get("throughput"),
+                f.get("loss"),
+            )
+            self.rows.append(row)
+            text = seg.strip("\r\n")[:2000]
+            for i, name in ((4, "step_time"), (5, "throughput")):
+                v = row[i]
+                if v is None:
+                    continue
+                for sign, tag in ((1, "max"), (-1, "min")):
+                    k = (rank if rank is not None else -1, f"{name}:{tag}")
+                    cur = self.extremes.get(k)
+                    if cur is None or sign * v > sign * cur[0]:
+                        self.extremes[k] = (v, line, text)
+            if len(self.rows) % self.text_stride == 0:
+                self.texts[line] = text
+                if len(self.texts) > MAX_TEXT_ROWS:
+                    self.texts = dict(list(self.texts.items())[::2])
+                    self.text_stride *= 2
+            if len(self.rows) >= MAX_ROWS:
+                self.rows = self.rows[::2]
+                self.stride *= 2
+
+    def finish(self, result: ParseResult, file_rank: int | None) -> None:
+        if len(self.rows) < MIN_ROWS or result.metrics is not None:
+            return
+        import pyarrow as pa
+
+        from ..metrics import MetricsTable
+
+        rows = self.rows
+        ranks = [r[2] if r[2] is not None else file_rank for r in rows]
+        cols: dict[str, Any] = {
+            "step": pa.array([r[1] for r in rows], pa.int64()),
+            "line": pa.array([r[0] for r in rows], pa.int64()),
+        }
+        if any(x is not None for x in ranks):
+            cols["rank"] = pa.array(ranks, pa.int64())
+        for i, name in ((3, "time"), (4, "step_time"), (5, "throughput"), (6, "loss")):
+            vals = [r[i] for r in rows]
+            if any(v is not None for v in vals):
+                cols[name] = pa.array(vals, pa.string() if name == "time" else pa.float64())
+        result.metrics = MetricsTable(pa.table(cols))
+        result.facts["metrics_source"] = "iteration lines"
+        if self.unit:
+            result.facts["iteration_throughput_unit"] = self.unit
+        # the rows a finding may quote: evenly spaced ones, and each rank's extremes
+        keep = dict(self.texts)
+        for _, ln, text in list(self.extremes.values())[: 4 * MAX_TEXT_ROWS]:
+            keep[ln] = text
+        result.facts["metrics_rows"] = {str(k): v for k, v in sorted(keep.items())}
