@@ -451,7 +451,7 @@ _DERIVED_SUFFIXES = (".parse.json.gz", ".metrics.arrow")
 
 def _walk_storage(prefix: str) -> Iterator[str]:
     try:
-        dirs, files = default_storage.listdir(prefix)
+        dirs, files = storage.listdir(prefix)
     except FileNotFoundError:
         return
     for f in files:
@@ -484,7 +484,7 @@ def artifact_storage_sweep(
     removed: list[str] = []
     if incident_codes is None:
         try:
-            incident_codes, _files = default_storage.listdir("incidents")
+            incident_codes, _files = storage.listdir("incidents")
         except FileNotFoundError:
             return removed
     for incident_code in incident_codes:
@@ -503,7 +503,7 @@ def artifact_storage_sweep(
             if name in keys or base in keys:
                 continue
             try:
-                modified = default_storage.get_modified_time(name)
+                modified = storage.modified_time(name)
             except (FileNotFoundError, NotImplementedError):
                 continue
             if modified >= cutoff:
