@@ -31,7 +31,7 @@ CATS = ("OOM", "NETWORK", "NUMERICAL", "HARDWARE", "STORAGE_IO", "DATA", "SOFTWA
 
 
 def _pct(ok: int, n: int) -> str:
-    return f"{100 * ok / n:.1f} % ({ok}/{n})" if n else "–"
+    return f"{100 * ok / n:.1f} % ({ok}/{n})" if n else "-"
 
 
 def evaluate(cases: list[Case]) -> dict[str, object]:
@@ -74,9 +74,7 @@ def _confusion(rows: list, idx: int) -> list[str]:
     cols = sorted({k for r in m.values() for k in r} | set(CATS) | {"UNKNOWN"})
     out = ["| label \\ verdict | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     for lab in sorted(m):
-        out.append(
-            f"| {lab} | " + " | ".join(str(m[lab].get(k, "")) or "" for k in cols) + " |"
-        )
+        out.append(f"| {lab} | " + " | ".join(str(m[lab].get(k, "")) or "" for k in cols) + " |")
     return out
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Event, evidence
+from ..signatures import BY_ID
 from . import Context, register_analyzer
 
 SYMPTOMS = {
@@ -69,6 +70,10 @@ LABELS = {
 
 def _category(e: Event) -> tuple[str, float] | None:
     k, f = e.kind, e.fields
+    if "sig" in f:
+        sig = BY_ID.get(str(f["sig"]))
+        if sig is not None and sig.category is not None:
+            return sig.category, sig.strength
     if k == "cuda_oom":
         return "OOM", 0.95
     if k == "host_oom_kill":
@@ -132,6 +137,14 @@ def _category(e: Event) -> tuple[str, float] | None:
     return None
 
 
+def label_of(e: Event) -> str:
+    if "sig" in e.fields:
+        sig = BY_ID.get(str(e.fields.get("sig")))
+        if sig is not None:
+            return sig.meaning.split(":")[0].rstrip(".")
+    return LABELS.get(e.kind, e.kind)
+
+
 def etime(e: Event) -> str | None:
     return e.time or e.fields.get("approx_time")
 
@@ -164,7 +177,7 @@ class FailuresAnalyzer:
                     "category": cat[0],
                     "strength": cat[1],
                     "event": e,
-                    "label": LABELS.get(e.kind, e.kind),
+                    "label": label_of(e),
                 }
             )
         ctx.facts["causes"] = causes

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Event, evidence
+from ..signatures import BY_ID
 from . import Context, register_analyzer
 from .advice import recommendations, summary
 from .failures import etime
@@ -234,6 +235,9 @@ class VerdictAnalyzer:
         ranks = sorted({x.rank for x in same if x.rank is not None})
         hosts = sorted({x.host for x in same if x.host})
         shape = "diverge" if cat == "NUMERICAL" else "crash"
+        sig = BY_ID.get(str(e.fields.get("sig")))
+        if sig is not None and sig.shape in ("crash", "hang", "diverge"):
+            shape = sig.shape
         if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout"):
             shape = "hang"  # the rank blocked (no crash of its own); the others hung on it
         v = Verdict(

@@ -21,6 +21,8 @@ from ..detect import host_from_name, rank_from_name
 from ..envelope import find_time, iso_from_text, peel
 from ..model import MAX_EVENT_TEXT, MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
 from ..scan import get_scanner
+from ..signatures import Signature
+from ..signatures import match as match_signature
 from . import Progress, register_parser
 from .classify import NCCL_HOST, classify
 from .facts import read_region
@@ -39,6 +41,21 @@ _KEEP_LAST = {
     "run_succeeded",
     "checkpoint_saved",
     "checkpoint_save",
+}
+# readings of the structural readers that a catalogue signature on the same line refines
+GENERIC_KINDS = {
+    "python_exception",
+    "traceback",
+    "cuda_error",
+    "nccl_warn",
+    "nccl_error",
+    "network_error",
+    "connection_error",
+    "segfault",
+    "data_error",
+    "storage_error",
+    "host_oom_kill",
+    "nan_detected",
 }
 # parse buffers kept for the next file parsed in this process (one per concurrent parse)
 _BUFFERS: list[bytearray] = []
@@ -265,7 +282,7 @@ class TextLogParser:
         scanner: object,
     ) -> int:
         """Scan ``buf[:cut]`` (whole lines); return the line count after it."""
-        spans = scanner.line_spans(view[:cut])  # type: ignore[attr-defined]
+        hits = scanner.line_hits(view[:cut])  # type: ignore[attr-defined]
         # newlines counted once, between consecutive points of interest (candidate lines and
         # the sparse index marks), with numpy's SIMD compare (~3x bytes.count)
         arr = np.frombuffer(view[:cut], dtype=np.uint8)
@@ -275,18 +292,21 @@ class TextLogParser:
             if nl < 0 or nl + 1 >= cut:
                 break
             marks.append(nl + 1)
-        points = sorted([(st, 1, en) for st, en in spans] + [(m, 0, 0) for m in marks])
+        points = sorted(
+            [(st, 1, en, sigs) for st, en, sigs in hits] + [(m, 0, 0, ()) for m in marks],
+            key=lambda p: (p[0], p[1]),
+        )
         pos = 0
         ln = line_no
         skip_until = -1
-        for st, is_span, en in points:
+        for st, is_span, en, sigs in points:
             ln += int(np.count_nonzero(arr[pos:st] == 10))
             pos = st
             if not is_span:
                 result.line_index.append((ln + 1, offset + st))
             elif st > skip_until:
                 skip_until = self._line(
-                    buf, cut, st, en, ln + 1, result, collector, summary, file_rank, file_host
+                    buf, cut, st, en, ln + 1, result, collector, summary, file_rank, file_host, sigs
                 )
         ln += int(np.count_nonzero(arr[pos:] == 10))
         del arr  # release the export of buf before it is written again
@@ -304,10 +324,19 @@ class TextLogParser:
         summary: _Summary,
         file_rank: int | None,
         file_host: str | None,
+        sigs: tuple[Signature, ...] = (),
     ) -> int:
         raw = block[s:e].decode("utf-8", errors="replace").rstrip("\r")
         env = peel(raw)
         (res, needs_more) = classify(env.message)
+        if sigs and (res is None or res[0] in GENERIC_KINDS):
+            hit = match_signature(env.message, list(sigs)) or match_signature(raw, list(sigs))
+            if hit is not None:
+                # the structural reading keeps its kind and fields (other analyzers read
+                # them); the signature decides what the line means
+                sig, sf = hit
+                kind0, f0 = res if res is not None else ("signature", {})
+                res, needs_more = (kind0, {**sf, **f0, "sig": sig.id}), False
         used_end = e
         cont_line = None
         if needs_more:
