@@ -535,3 +535,130 @@ def match(
         if m:
             return s, {k: v for k, v in m.groupdict().items() if v is not None}
     return None
+
+
+# --- when no signature knows the failure: the exception's type and message decide ---------
+
+
+@dataclass(frozen=True)
+class ExceptionRule:
+    types: tuple[str, ...]  # exception class names (last dotted part); () = any type
+    message: str  # regex searched in the message; "" = any message
+    category: str
+    confidence: float
+    why: str
+    rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rx", re.compile(self.message))
+
+
+E = ExceptionRule
+_STORE = r"\b(?:s3|S3|gs://|GCS|gcsfs|blob\.core\.windows|boto|botocore|[Cc]url|AccessDenied|NoSuchKey)\b"
+EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
+    E((), r"No space left on device|\[Errno 28\]|ENOSPC", "STORAGE_IO", 0.85, "ENOSPC: disk full"),
+    E(
+        (),
+        r"Input/output error|\[Errno 5\]|Stale file handle|\[Errno 116\]|Disk quota exceeded|"
+        r"\[Errno 122\]|Read-only file system|\[Errno 30\]",
+        "STORAGE_IO",
+        0.8,
+        "EIO/ESTALE/EDQUOT/EROFS: the file system failed",
+    ),
+    E(
+        (),
+        r"(?:File|file) .* cannot be opened|[Ff]ailed to (?:save|write|open) (?:the )?checkpoint|"
+        r"PytorchStreamWriter failed|unexpected pos \d+ vs",
+        "STORAGE_IO",
+        0.7,
+        "a checkpoint file could not be written/opened",
+    ),
+    E((), _STORE, "STORAGE_IO", 0.65, "an object-store request failed"),
+    E(
+        ("MemoryError", "OutOfMemoryError", "ResourceExhaustedError"),
+        "",
+        "OOM",
+        0.8,
+        "an out-of-memory exception",
+    ),
+    E((), r"Cannot allocate memory|\[Errno 12\]", "OOM", 0.6, "ENOMEM"),
+    E(("FloatingPointError",), "", "NUMERICAL", 0.7, "a floating-point (NaN/Inf) check"),
+    E(
+        (
+            "UnidentifiedImageError",
+            "DecompressionBombError",
+            "JSONDecodeError",
+            "UnicodeDecodeError",
+            "ArrowInvalid",
+            "ArrowTypeError",
+            "ParserError",
+            "EmptyDataError",
+            "BadZipFile",
+            "ReadError",
+            "DatasetGenerationError",
+        ),
+        "",
+        "DATA",
+        0.65,
+        "a sample or dataset file could not be decoded",
+    ),
+    E(
+        ("KeyError", "IndexError", "ValueError", "TypeError", "RuntimeError"),
+        r"collate|__getitem__|[Dd]ata[Ll]oader worker|in DataLoader|default_collate",
+        "DATA",
+        0.55,
+        "an exception raised while loading/collating samples",
+    ),
+    E(("RendezvousClosedError",), "", "INFRA", 0.6, "the elastic rendezvous was closed"),
+    E(("RendezvousTimeoutError",), "", "INFRA", 0.55, "not every node joined the rendezvous"),
+    E(
+        (
+            "DistNetworkError",
+            "RendezvousConnectionError",
+            "ConnectionRefusedError",
+            "ConnectionResetError",
+            "ConnectionAbortedError",
+        ),
+        "",
+        "NETWORK",
+        0.55,
+        "a connection between processes failed",
+    ),
+    E(("PermissionError",), "", "INFRA", 0.5, "EACCES: permissions of a path or device"),
+    E(
+        (
+            "ModuleNotFoundError",
+            "ImportError",
+            "AttributeError",
+            "TypeError",
+            "NameError",
+            "SyntaxError",
+            "AssertionError",
+            "NotImplementedError",
+            "UnboundLocalError",
+            "ZeroDivisionError",
+            "KeyError",
+            "IndexError",
+            "ValueError",
+            "RecursionError",
+            "FileNotFoundError",
+        ),
+        "",
+        "SOFTWARE",
+        0.5,
+        "a programming/configuration error in the training code or its libraries",
+    ),
+    E((), "", "SOFTWARE", 0.4, "an uncaught exception no rule knows"),
+)
+
+
+def exception_rule(etype: str, message: str) -> ExceptionRule:
+    """The first rule of ``EXCEPTION_RULES`` that fits (the last rule fits everything)."""
+    short = etype.rsplit(".", 1)[-1]
+    for r in EXCEPTION_RULES:
+        if r.types and short not in r.types:
+            continue
+        if r.message and not r.rx.search(message):
+            continue
+        return r
+    return EXCEPTION_RULES[-1]

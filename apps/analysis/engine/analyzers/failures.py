@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Event, evidence
-from ..signatures import BY_ID
+from ..signatures import BY_ID, exception_rule
 from . import Context, register_analyzer
 
 SYMPTOMS = {
@@ -122,14 +122,11 @@ def _category(e: Event) -> tuple[str, float] | None:
             return None  # distributed echoes of another failure
         if "NCCL" in msg or "Watchdog" in msg or "ProcessGroup" in msg:
             return None
-        if (
-            t in ("OSError", "IOError", "FileNotFoundError", "PermissionError")
-            or "I/O error" in msg
-        ):
-            return "STORAGE_IO", 0.5
         if "DataLoader" in msg or "Loader" in t:
             return "DATA", 0.7
-        return "SOFTWARE", 0.45
+        rule = exception_rule(t, msg)
+        # a bare programming error decides only when nothing more specific does
+        return rule.category, (0.45 if rule.category == "SOFTWARE" else rule.confidence)
     if k == "segfault":
         return "SOFTWARE", 0.5
     if k == "retry_exhausted":

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Event, evidence
-from ..signatures import BY_ID
+from ..signatures import BY_ID, exception_rule
 from . import Context, register_analyzer
 from .advice import recommendations, summary
 from .failures import etime
@@ -32,6 +32,22 @@ FATAL = {
     "torchrun_failed",
     "worker_group_failed",
 }
+
+
+# exceptions that echo a failure elsewhere (a peer's, the agent's summary of a worker's)
+_ECHO_TYPES = {"DistBackendError", "ChildFailedError", "DistStoreError", "SignalException"}
+# an exception this close to the end of its file is what the process died of
+_TAIL_LINES = 300
+
+
+def _decided_by(v: Verdict) -> str | None:
+    if v.shape == "none":
+        return None
+    if v.root is not None and "sig" in v.root.fields:
+        return f"signature {v.root.fields['sig']}"
+    if v.root is not None:
+        return f"rule on {v.root.kind} lines"
+    return "rule on metrics"
 
 
 @dataclass
@@ -111,6 +127,7 @@ class VerdictAnalyzer:
             "summary": t["summary"] if v.shape != "none" else "",
             "chain": v.chain,
             "trigger": v.root_label or None,
+            "decided_by": v.extra.get("decided_by") or _decided_by(v),
         }
         ctx.doc["recommendations"] = recommendations(ctx, v)
         ctx.doc["timeline"] = self._timeline(ctx)
@@ -204,6 +221,9 @@ class VerdictAnalyzer:
             or met.get("stragglers")
         ):
             return self._slow(ctx, met)
+        uncaught = self._uncaught(ctx, fatal)
+        if uncaught is not None:
+            return uncaught
         if ctx.by_kind.get("watchdog_timeout") or ctx.by_kind.get("watchdog_failure"):
             ev = ctx.kinds("watchdog_timeout", "watchdog_failure")[0]
             silent = nccl.get("silent", [])
@@ -217,6 +237,24 @@ class VerdictAnalyzer:
             )
         if fatal:
             ev = ctx.facts.get("torchrun_first") or ctx.kinds(*FATAL)[0]
+            killed = [
+                e
+                for e in ctx.kinds("torchrun_failure", "torchrun_failed")
+                if e.fields.get("exitcode") == -9
+            ]
+            if killed:
+                e = killed[0]
+                return Verdict(
+                    shape="crash",
+                    category="OOM",
+                    confidence=0.6,
+                    root=e,
+                    root_label="a worker was killed with SIGKILL (exit code -9), most often by the "
+                    "host's OOM killer",
+                    culprit_ranks=[e.rank] if e.rank is not None else [],
+                    culprit_hosts=[e.host] if e.host else [],
+                    extra={"decided_by": "rule: exit code -9 (SIGKILL) → OOM killer"},
+                )
             return Verdict(
                 shape="crash",
                 category="UNKNOWN",
@@ -225,6 +263,41 @@ class VerdictAnalyzer:
                 root_label="processes failed without a recognised cause",
             )
         return Verdict(shape="none", category="UNKNOWN", confidence=0.5)
+
+    def _uncaught(self, ctx: Context, fatal: bool) -> Verdict | None:
+        """A log that ends in an uncaught exception is a crash: the exception-type table
+        decides the category when no signature did (the last exception of the file that
+        failed first: the outermost of a chained traceback)."""
+        lines = {r.name: r.lines for r in ctx.results}
+        ok_files = {e.file for e in ctx.by_kind.get("run_succeeded", [])}
+        by_file: dict[str, list[Event]] = {}
+        for e in ctx.kinds("python_exception"):
+            t = str(e.fields.get("type", ""))
+            msg = str(e.fields.get("message", ""))
+            if t in _ECHO_TYPES or "NCCL" in msg or "Watchdog" in msg or e.file in ok_files:
+                continue
+            near_end = lines.get(e.file, 0) - e.line <= _TAIL_LINES
+            if near_end or fatal:
+                by_file.setdefault(e.file, []).append(e)
+        if not by_file:
+            return None
+        first_file = min(by_file, key=lambda f: (etime(by_file[f][0]) or "9999", f))
+        evs = sorted(by_file[first_file], key=lambda e: e.line)
+        e = evs[-1]
+        t = str(e.fields.get("type", ""))
+        rule = exception_rule(t, str(e.fields.get("message", "")))
+        rank_host = ctx.facts.get("rank_host", {})
+        host = rank_host.get(e.rank) if e.rank is not None else None
+        return Verdict(
+            shape="crash",
+            category=rule.category,
+            confidence=min(rule.confidence, 0.6),
+            root=e,
+            root_label=f"uncaught {t} ({rule.why})",
+            culprit_ranks=[e.rank] if e.rank is not None else [],
+            culprit_hosts=[host or e.host] if (host or e.host) else [],
+            extra={"decided_by": f"exception table: {t} → {rule.category} ({rule.why})"},
+        )
 
     def _from_cause(
         self, ctx: Context, pick: dict[str, Any], causes: list[dict[str, Any]]
@@ -441,6 +514,15 @@ class VerdictAnalyzer:
             )
 
         add(v.root, v.root_label)
+        if v.root is not None and "sig" in v.root.fields:
+            # a repeated message (loss scale falling, a port retried): where the series ended
+            same = [
+                e
+                for e in ctx.events
+                if e.file == v.root.file and e.fields.get("sig") == v.root.fields["sig"]
+            ]
+            if len(same) > 1:
+                add(max(same, key=lambda e: e.line), f"{v.root_label} (last occurrence)")
         row = v.extra.get("straggler_row")
         if row is not None:
             add(

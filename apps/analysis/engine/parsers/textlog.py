@@ -57,6 +57,14 @@ GENERIC_KINDS = {
     "host_oom_kill",
     "nan_detected",
 }
+# a traceback echoes the source line that raised: its message text is not the message
+_CODE_STARTS = ("raise ", 'f"', "f'", "assert ", "print(", "logger.", "logging.", "warnings.warn(")
+
+
+def _is_code(msg: str) -> bool:
+    return msg.lstrip().startswith(_CODE_STARTS)
+
+
 # parse buffers kept for the next file parsed in this process (one per concurrent parse)
 _BUFFERS: list[bytearray] = []
 _NCCL_KINDS = {
@@ -329,7 +337,7 @@ class TextLogParser:
         raw = block[s:e].decode("utf-8", errors="replace").rstrip("\r")
         env = peel(raw)
         (res, needs_more) = classify(env.message)
-        if sigs and (res is None or res[0] in GENERIC_KINDS):
+        if sigs and (res is None or res[0] in GENERIC_KINDS) and not _is_code(env.message):
             hit = match_signature(env.message, list(sigs)) or match_signature(raw, list(sigs))
             if hit is not None:
                 # the structural reading keeps its kind and fields (other analyzers read

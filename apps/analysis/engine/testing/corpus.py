@@ -79,7 +79,8 @@ def evidence_cited(case: Case, doc: dict[str, Any]) -> bool:
     for name, _ in want:
         p = case.path / name
         if p.is_file():
-            lines[name] = p.read_text(encoding="utf-8", errors="replace").splitlines()
+            # lines as the engine numbers them: split on \n only (a tqdm \r stays inside)
+            lines[name] = p.read_text(encoding="utf-8", errors="replace").split("\n")
     for e in _cited(doc):
         fname = str(e.get("file") or "")
         base = fname.rsplit("/", 1)[-1]
@@ -92,7 +93,8 @@ def evidence_cited(case: Case, doc: dict[str, Any]) -> bool:
                 continue
             line_text = src[ln - 1].rstrip("\r")
             cited = str(e.get("text") or "").rstrip("…")
-            if line_text.strip() == text.strip() and line_text.startswith(cited[:200]):
+            shown = {line_text.strip(), *(seg.strip() for seg in line_text.split("\r"))}
+            if text.strip() in shown and line_text.startswith(cited[:200]):
                 return True
     return False
 
