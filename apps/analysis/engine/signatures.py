@@ -313,6 +313,26 @@ CATALOGUE: tuple[Signature, ...] = (
         ),
         0.8,
     ),
+    S(
+        "dataset-preprocessing",
+        (
+            r"Running tokenizer on [^|]{0,80}: +[0-9]+%\|",
+            r"Grouping texts in chunks of [0-9]+: +[0-9]+%\|",
+        ),
+        r"(?P<what>Running tokenizer on[^:|]*|Grouping texts in chunks of \d+)[^:|]*: +(?P<pct>\d+)%\|",
+        "Dataset preprocessing (tokenization/grouping) in progress on the main process; the other "
+        "ranks wait for it in a barrier.",
+        "DATA",
+        "hang",
+        "warning",
+        "Preprocess the dataset offline (or cache it) before the distributed run, or raise the "
+        "process-group timeout for the first collective.",
+        (
+            "Running tokenizer on dataset (num_proc=64):  71%|███████   | 2712000/3819612 [29:58<12:14, 1508.11 examples/s]",
+            "[default0]:Grouping texts in chunks of 2049:   7%|▋         | 702000/9672101 [02:27<30:41, 4871.44 examples/s]",
+        ),
+        0.3,  # progress, not an error: decides only a hang nothing else explains
+    ),
     # --- INFRA ---------------------------------------------------------------------
     S(
         "port-in-use",

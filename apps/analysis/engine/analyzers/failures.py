@@ -84,6 +84,8 @@ def _category(e: Event) -> tuple[str, float] | None:
         return "HARDWARE", 0.9
     if k == "cuda_error":
         what = str(f.get("what", "")).lower()
+        if "illegal memory access" in what or "device-side assert" in what:
+            return "SOFTWARE", 0.6
         if "launch failure" in what or "uncorrectable" in what or "hardware" in what:
             return "HARDWARE", 0.6
         if "out of memory" in what:
@@ -164,6 +166,26 @@ class FailuresAnalyzer:
                 and (e.level in ("E", "F", None) or e.kind not in SYMPTOMS)
             ):
                 first_by_rank[e.rank] = e
+            if e.kind == "watchdog_exit" and "CUDA error" in str(e.fields.get("what", "")):
+                # torch >= 2.2: the watchdog thread reports the rank's own CUDA fault
+                cat = _category(
+                    Event(
+                        kind="cuda_error",
+                        line=e.line,
+                        text=e.text,
+                        fields={"what": e.fields["what"]},
+                    )
+                )
+                if cat is not None:
+                    causes.append(
+                        {
+                            "category": cat[0],
+                            "strength": cat[1],
+                            "event": e,
+                            "label": "CUDA error reported by the NCCL watchdog",
+                        }
+                    )
+                continue
             if e.kind in SYMPTOMS:
                 continue
             cat = _category(e)

@@ -221,6 +221,20 @@ class VerdictAnalyzer:
             or met.get("stragglers")
         ):
             return self._slow(ctx, met)
+        prep = self._preprocessing_hang(ctx, causes)
+        if prep is not None:
+            return prep
+        if ctx.by_kind.get("watchdog_hang") and not ctx.by_kind.get("watchdog_timeout"):
+            ev = ctx.kinds("watchdog_hang")[0]
+            return Verdict(
+                shape="hang",
+                category="SOFTWARE",
+                confidence=0.45,
+                root=ev,
+                root_label="the NCCL watchdog thread itself stopped making progress (a NCCL/CUDA "
+                "call hung inside the process)",
+                extra={"decided_by": "rule: heartbeat monitor fired without a collective timeout"},
+            )
         uncaught = self._uncaught(ctx, fatal)
         if uncaught is not None:
             return uncaught
@@ -263,6 +277,36 @@ class VerdictAnalyzer:
                 root_label="processes failed without a recognised cause",
             )
         return Verdict(shape="none", category="UNKNOWN", confidence=0.5)
+
+    def _preprocessing_hang(self, ctx: Context, causes: list[dict[str, Any]]) -> Verdict | None:
+        """Ranks waited at the first collectives (a barrier) while the main process was still
+        preprocessing the dataset: a data-preparation hang on that process."""
+        prep = [c for c in causes if c["event"].fields.get("sig") == "dataset-preprocessing"]
+        if not prep:
+            return None
+        waits = ctx.kinds("watchdog_timeout", "watchdog_failure")
+        early = [e for e in waits if (e.fields.get("seq") or 0) <= 8]
+        store = [
+            e
+            for e in ctx.kinds("python_exception")
+            if "store->get" in str(e.fields.get("message", ""))
+            or "Socket Timeout" in str(e.fields.get("message", ""))
+        ]
+        if not early and not store:
+            return None
+        last = max((c["event"] for c in prep), key=lambda e: (e.file, e.line))
+        if int(last.fields.get("pct", "0")) >= 100:
+            return None
+        rank = last.rank if last.rank is not None else 0  # the main process prints the bar
+        return Verdict(
+            shape="hang",
+            category="DATA",
+            confidence=0.6,
+            root=last,
+            root_label="dataset preprocessing on the main process outlasted the collective timeout",
+            culprit_ranks=[rank],
+            extra={"decided_by": "rule: first collectives timed out during dataset preprocessing"},
+        )
 
     def _uncaught(self, ctx: Context, fatal: bool) -> Verdict | None:
         """A log that ends in an uncaught exception is a crash: the exception-type table
