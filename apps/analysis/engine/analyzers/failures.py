@@ -68,6 +68,9 @@ LABELS = {
 }
 
 
+_PEER_WORDS = ("NCCL", "c10d", "TCPStore", "rendezvous", "Rendezvous", "MASTER_ADDR", "peer")
+
+
 def _category(e: Event) -> tuple[str, float] | None:
     k, f = e.kind, e.fields
     if "sig" in f:
@@ -132,6 +135,10 @@ def _category(e: Event) -> tuple[str, float] | None:
     if k == "segfault":
         return "SOFTWARE", 0.5
     if k == "retry_exhausted":
+        # what was retried decides: a peer/store of the job is the network, the rest storage
+        text = e.text
+        if any(w in text for w in _PEER_WORDS):
+            return "NETWORK", 0.6
         return "STORAGE_IO", 0.6
     return None
 
@@ -249,13 +256,17 @@ def _short(ranks: list[int]) -> str:
 
 
 def _approximate_times(ctx: Context) -> None:
-    """Lines without a timestamp (Python tracebacks) get the last time seen above them in their file."""
-    last: dict[str, str] = {}
+    """Lines without a timestamp (Python tracebacks) get the time of the previous stamped line
+    of the same rank in the same file — never another rank's (lines of a file without rank
+    prefixes are one stream). Marked approximate in the event and its evidence."""
+    last: dict[tuple[str, int | None], str] = {}
     for e in sorted(ctx.events, key=lambda x: (x.file, x.line)):
+        key = (e.file, e.rank)
         if e.time:
-            last[e.file] = e.time
-        elif e.file in last:
-            e.fields["approx_time"] = last[e.file]
+            last[key] = e.time
+        elif key in last:
+            e.fields["approx_time"] = last[key]
+            e.fields["time_approximate"] = True
 
 
 register_analyzer(FailuresAnalyzer())

@@ -40,6 +40,19 @@ _ECHO_TYPES = {"DistBackendError", "ChildFailedError", "DistStoreError", "Signal
 _TAIL_LINES = 300
 
 
+def _died_after(ctx: Context, e: Event) -> bool:
+    """The rank of ``e`` died of its own exception after it (not of the watchdog's abort)."""
+    for x in ctx.events:
+        if x.kind not in ("python_exception", "segfault") or x.file != e.file or x.line <= e.line:
+            continue
+        msg = str(x.fields.get("message", ""))
+        if x.fields.get("type") in _ECHO_TYPES or "NCCL" in msg or "Watchdog" in msg:
+            continue
+        if x.rank is None or e.rank is None or x.rank == e.rank:
+            return True
+    return False
+
+
 def _decided_by(v: Verdict) -> str | None:
     if v.shape == "none":
         return None
@@ -355,7 +368,7 @@ class VerdictAnalyzer:
         sig = BY_ID.get(str(e.fields.get("sig")))
         if sig is not None and sig.shape in ("crash", "hang", "diverge"):
             shape = sig.shape
-        if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout"):
+        if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout") and not _died_after(ctx, e):
             shape = "hang"  # the rank blocked (no crash of its own); the others hung on it
         v = Verdict(
             shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"]
@@ -602,9 +615,14 @@ class VerdictAnalyzer:
             chain.append(
                 {"time": None, "rank": None, "event": f["title"], "evidence": f["evidence"][:2]}
             )
-        rest = chain[1:]
-        rest.sort(key=lambda c: c["time"] or "9999")
-        return chain[:1] + rest
+        # in time order; steps without any time keep their place after the root
+        if chain and chain[0]["time"]:
+            chain.sort(key=lambda c: c["time"] or "9999")
+        else:
+            rest = chain[1:]
+            rest.sort(key=lambda c: c["time"] or "9999")
+            chain = chain[:1] + rest
+        return chain
 
     def _timeline(self, ctx: Context) -> list[dict[str, Any]]:
         seen: set[tuple[str, Any]] = set()
