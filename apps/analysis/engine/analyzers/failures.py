@@ -165,7 +165,7 @@ class FailuresAnalyzer:
         causes: list[dict[str, Any]] = []
         first_by_rank: dict[int, Event] = {}
         for e in ctx.events:
-            if e.kind in NOT_ERRORS:
+            if e.kind in NOT_ERRORS and "sig" not in e.fields:
                 continue
             if (
                 e.rank is not None

@@ -40,6 +40,38 @@ _ECHO_TYPES = {"DistBackendError", "ChildFailedError", "DistStoreError", "Signal
 _TAIL_LINES = 300
 
 
+_ENDED = {
+    "python_exception",
+    "traceback",
+    "segfault",
+    "fatal_terminate",
+    "teardown",
+    "torchrun_failure",
+    "torchrun_failed",
+    "worker_group_failed",
+    "nccl_error",
+    "async_exception",
+    "slurm_cancelled",
+    "slurm_time_limit",
+    "host_oom_kill",
+    "agent_signal",
+    "sigterm_sent",
+}
+
+
+def _process_ended(ctx: Context, e: Event) -> bool:
+    """Some process ended at or after ``e`` (its own line is an exception, or an exception,
+    abort, exit summary or kill follows it in its file or appears in another file)."""
+    if e.kind in _ENDED or e.level == "F":
+        return True
+    for x in ctx.events:
+        if x is e or not (x.kind in _ENDED or x.level == "F"):
+            continue
+        if x.file != e.file or x.line > e.line:
+            return True
+    return False
+
+
 def _died_after(ctx: Context, e: Event) -> bool:
     """The rank of ``e`` died of its own exception after it (not of the watchdog's abort)."""
     for x in ctx.events:
@@ -368,6 +400,15 @@ class VerdictAnalyzer:
         sig = BY_ID.get(str(e.fields.get("sig")))
         if sig is not None and sig.shape in ("crash", "hang", "diverge"):
             shape = sig.shape
+        if (
+            shape == "crash"
+            and sig is not None
+            and "retrying" in e.text
+            and not _process_ended(ctx, e)
+        ):
+            # a connect loop still retrying when the logs end, and nothing says a process
+            # ended (no exception, abort, exit summary): the job sat there — a hang
+            shape = "hang"
         if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout") and not _died_after(ctx, e):
             shape = "hang"  # the rank blocked (no crash of its own); the others hung on it
         v = Verdict(
