@@ -72,6 +72,19 @@ def _process_ended(ctx: Context, e: Event) -> bool:
     return False
 
 
+def _slurm_host(ctx: Context, e: Event) -> list[str]:
+    """SLURM's own lines in the same output file name the node ("*** JOB 42 ON cn-a07
+    CANCELLED …"): a scheduler-reported failure without a host happened there."""
+    if ctx.doc["job"].get("nodes") not in (None, 1) or e.rank is not None:
+        return []
+    hosts = {
+        str(x.fields["host"])
+        for x in ctx.events
+        if x.file == e.file and x.kind.startswith(("slurm_", "node_fail")) and x.fields.get("host")
+    }
+    return sorted(hosts) if len(hosts) == 1 else []
+
+
 def _died_after(ctx: Context, e: Event) -> bool:
     """The rank of ``e`` died of its own exception after it (not of the watchdog's abort)."""
     for x in ctx.events:
@@ -443,6 +456,7 @@ class VerdictAnalyzer:
             v.culprit_hosts = (
                 sorted({ctx.facts.get("rank_host", {}).get(r) for r in ranks[:64]} - {None})
                 or hosts
+                or _slurm_host(ctx, e)
             )
         return v
 
