@@ -353,6 +353,18 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "slurm-node-failure",
+        (r"error: Node failure on ",),
+        r"Node failure on (?P<host>[\w.-]+)",
+        "SLURM lost a node of the allocation (it stopped responding or rebooted).",
+        "INFRA",
+        None,
+        "fatal",
+        "Check the node's state and reason (`scontrol show node`, `sacct -j <job> -o NodeList,State`); resubmit excluding it.",
+        ("salloc: error: Node failure on wk-1",),
+        0.85,
+    ),
+    S(
         "rendezvous-closed",
         (r"RendezvousClosedError",),
         r"RendezvousClosedError",

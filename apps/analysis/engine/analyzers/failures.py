@@ -198,6 +198,8 @@ class FailuresAnalyzer:
             cat = _category(e)
             if cat is None:
                 continue
+            if e.kind == "data_error" and "Killed" in e.text and ctx.by_kind.get("host_oom_kill"):
+                continue  # a loader worker SIGKILLed while the kernel logged an OOM kill: OOM
             causes.append(
                 {
                     "category": cat[0],

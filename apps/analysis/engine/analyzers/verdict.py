@@ -450,7 +450,8 @@ class VerdictAnalyzer:
             v.confidence = max(v.confidence, 0.8 if nccl.get("all_in_collective") else 0.6)
         elif cat in ("NUMERICAL", "INFRA"):
             v.culprit_ranks = []
-            v.culprit_hosts = hosts if cat == "INFRA" and e.kind == "node_fail" else []
+            node_named = e.kind == "node_fail" or ("sig" in e.fields and "host" in e.fields)
+            v.culprit_hosts = hosts if cat == "INFRA" and node_named else []
         else:
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = (

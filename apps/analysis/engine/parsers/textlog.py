@@ -393,7 +393,7 @@ class TextLogParser:
             fields["rank_from"] = "work_prefix"
         host = env.host or fields.get("nccl_host") or fields.get("host")
         if host is None and ":" in env.message:
-            # NCCL's "host:pid:tid [dev]" banner (NCCL 2.1–2.3 print WARN without "NCCL")
+            # NCCL's "host:pid:tid [dev]" banner (NCCL 2.1-2.3 print WARN without "NCCL")
             mh = NCCL_HOST.match(env.message)
             if mh:
                 host = mh.group("host")
