@@ -185,6 +185,22 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "local-grad-norm-nan",
+        (r"found NaN in local grad norm",),
+        r"Rank (?P<rank>\d+)(?:, node (?P<host>[\w.-]+))?.*?found NaN in local grad norm",
+        "A rank's own gradient norm was NaN before the data-parallel reduction (Megatron's "
+        "check): the fault is local to that rank (its data, or its GPU).",
+        "NUMERICAL",
+        "diverge",
+        "fatal",
+        "Rerun the step on that rank's batch; if it reproduces only on that GPU, test the GPU "
+        "(dcgmi diag); otherwise inspect the batch.",
+        (
+            "AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: 3",
+        ),
+        0.95,
+    ),
+    S(
         "grad-norm-nonfinite",
         (
             r"grad[_ ]norm[\"']?:? *[\"']?(?:nan|inf|NaN|Inf)\b",

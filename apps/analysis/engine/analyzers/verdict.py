@@ -448,11 +448,17 @@ class VerdictAnalyzer:
             )
             v.extra["all_in_collective"] = nccl.get("all_in_collective")
             v.confidence = max(v.confidence, 0.8 if nccl.get("all_in_collective") else 0.6)
+        elif cat == "NUMERICAL" and sig is not None and "rank" in e.fields:
+            # a per-rank check named the rank whose own values went non-finite
+            v.culprit_ranks = ranks[:64]
+            v.culprit_hosts = hosts
         elif cat in ("NUMERICAL", "INFRA"):
             v.culprit_ranks = []
             node_named = e.kind == "node_fail" or ("sig" in e.fields and "host" in e.fields)
             v.culprit_hosts = hosts if cat == "INFRA" and node_named else []
         else:
+            if not ranks and e.fields.get("around_rank") is not None:
+                ranks = [int(e.fields["around_rank"])]  # NCCL names the rank to check
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = (
                 sorted({ctx.facts.get("rank_host", {}).get(r) for r in ranks[:64]} - {None})
@@ -636,6 +642,14 @@ class VerdictAnalyzer:
             ]
             if len(same) > 1:
                 add(max(same, key=lambda e: e.line), f"{v.root_label} (last occurrence)")
+            root_sig = BY_ID.get(str(v.root.fields["sig"]))
+            if root_sig is not None and root_sig.severity != "fatal":
+                # the series ended in a fatal message of the same kind (loss scale at its floor)
+                for e in ctx.events:
+                    s = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
+                    if s is not None and s.severity == "fatal" and s.category == v.category:
+                        add(e, s.meaning.split(":")[0].rstrip("."))
+                        break
         row = v.extra.get("straggler_row")
         if row is not None:
             add(

@@ -379,6 +379,9 @@ class TextLogParser:
         if cont_line:
             fields["continued_on_line"] = cont_line
         rank = env.rank if env.rank is not None else file_rank
+        if rank is None and "sig" in fields and str(fields.get("rank", "")).isdigit():
+            rank = int(fields["rank"])  # the message names its rank ("Rank 11: …")
+            fields["rank_from"] = "message"
         if rank is None and env.task is not None:
             rank = env.task
             fields["rank_from"] = "srun_label"
