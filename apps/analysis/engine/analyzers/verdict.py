@@ -299,13 +299,22 @@ class VerdictAnalyzer:
         if ctx.by_kind.get("watchdog_timeout") or ctx.by_kind.get("watchdog_failure"):
             ev = ctx.kinds("watchdog_timeout", "watchdog_failure")[0]
             silent = nccl.get("silent", [])
+            network_said = any(
+                ctx.by_kind.get(k) for k in ("network_error", "nccl_error", "connection_error")
+            )
             return Verdict(
                 shape="hang",
-                category="UNKNOWN",
-                confidence=0.35,
+                category="UNKNOWN" if network_said else "SOFTWARE",
+                confidence=0.3,
                 root=ev,
-                root_label="collective timeout with no rank explaining it",
+                root_label="collective timeout with no rank explaining it"
+                + ("" if network_said else ": most often ranks that took different code paths"),
                 culprit_ranks=silent[:32],
+                extra={
+                    "decided_by": "rule: a collective timed out and no rank logged a fault of "
+                    "its own (no NCCL/network, device or process error) — PyTorch's own hint: "
+                    "collectives issued in a different order or on some ranks only"
+                },
             )
         if fatal:
             ev = ctx.facts.get("torchrun_first") or ctx.kinds(*FATAL)[0]
