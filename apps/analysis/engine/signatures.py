@@ -203,10 +203,10 @@ CATALOGUE: tuple[Signature, ...] = (
     S(
         "grad-norm-nonfinite",
         (
-            r"grad[_ ]norm[\"']?:? *[\"']?(?:nan|inf|NaN|Inf)\b",
+            "grad[_ ]norm[\"']?:? *[\"']?(?:nan|inf|NaN|Inf)\\b",
             r"nan/inf/spiky gradient",
         ),
-        r"grad[_ ]norm[\"']?:? *[\"']?(?P<v>nan|inf|NaN|Inf)\b|nan/inf/spiky gradient",
+        "grad[_ ]norm[\"']?:? *[\"']?(?P<v>nan|inf|NaN|Inf)\\b|nan/inf/spiky gradient",
         "The gradient norm is NaN/Inf: the step's gradients are not finite.",
         "NUMERICAL",
         "diverge",

@@ -67,3 +67,21 @@ def test_a_parsed_example_is_an_event_naming_its_signature(sig: Signature) -> No
     ex = sig.examples[0]
     r = parse_artifact(io.BytesIO((ex + "\n").encode()), name="train.log", kind="rank_log")
     assert [e.fields.get("sig") for e in r.events] == [sig.id], (sig.id, r.events)
+
+
+def test_the_prefilter_is_valid_ripgrep_syntax(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """bench/engine hands the same pattern file to ripgrep: every pattern must compile there."""
+    import shutil
+    import subprocess
+
+    from apps.analysis.engine.patterns import write_pattern_file
+
+    rg = shutil.which("rg")
+    if rg is None:
+        pytest.skip("ripgrep not installed")
+    pat = write_pattern_file(tmp_path / "patterns.txt")
+    sample = tmp_path / "sample.log"
+    sample.write_text("\n".join(ex for s in CATALOGUE for ex in s.examples) + "\n")
+    out = subprocess.run([rg, "-c", "-f", str(pat), str(sample)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert int(out.stdout.strip()) >= len(CATALOGUE)

@@ -642,6 +642,18 @@ class VerdictAnalyzer:
             )
 
         add(v.root, v.root_label)
+        if v.root is not None and "sig" not in v.root.fields:
+            # a wrapper ("Caught OSError in DataLoader worker") re-raises the real error below
+            for e in ctx.events:
+                s = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
+                if (
+                    s is not None
+                    and s.category == v.category
+                    and e.file == v.root.file
+                    and 0 < e.line - v.root.line <= 60
+                ):
+                    add(e, s.meaning.split(":")[0].rstrip("."))
+                    break
         if v.root is not None and "sig" in v.root.fields:
             # a repeated message (loss scale falling, a port retried): where the series ended
             same = [
