@@ -54,6 +54,9 @@ class Shape:
     def __init__(self, redis: RedisServer, tmp: Path) -> None:
         self.redis = redis
         self.tmp = tmp
+        # Logs outlive the test's temporary directory, for the post-mortem of a failure.
+        self.logs = ROOT / "var" / "test" / f"drill-{os.getpid()}-{time.time_ns()}"
+        self.logs.mkdir(parents=True, exist_ok=True)
         self.env = worker_env(
             {
                 "CELERY_BROKER_URL": redis.url,
@@ -80,7 +83,7 @@ class Shape:
         self._start("beat", command)
 
     def _start(self, name: str, command: list[str]) -> None:
-        log = (self.tmp / f"{name}.log").open("ab")
+        log = (self.logs / f"{name}.log").open("ab")
         self.procs[name] = subprocess.Popen(
             command, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT
         )
@@ -91,7 +94,7 @@ class Shape:
         proc.wait(timeout=10)
 
     def log(self, name: str) -> str:
-        path = self.tmp / f"{name}.log"
+        path = self.logs / f"{name}.log"
         return path.read_text(errors="replace")[-3000:] if path.exists() else ""
 
     def stop(self) -> None:
