@@ -214,7 +214,7 @@ def analysis_settle_cancel(*, incident: Incident) -> None:
     parsed and returns, and the last parse's fan-in then defers to the window that the
     nodes' posts opened: the verdict would wait ``settle_seconds`` for nothing.
     """
-    cache.delete(_settle_key(incident.pk))
+    sharedcache.delete(_settle_key(incident.pk))
 
 
 def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: float) -> None:
