@@ -338,7 +338,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttling.TokenBucketThrottle"],
     "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "apps.api.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
 }
 # Per-token token bucket: the burst must cover every node of the largest job posting at once.

@@ -17,7 +17,7 @@ from django.core.exceptions import (
     TooManyFieldsSent,
     TooManyFilesSent,
 )
-from django.http import HttpRequest, JsonResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.request import UnreadablePostError
 from rest_framework import exceptions
 from rest_framework.response import Response
@@ -99,6 +99,15 @@ class ApiJsonErrorsMiddleware:
 
     def process_exception(self, request: HttpRequest, exception: Exception):
         if not is_api(request):
+            if isinstance(exception, UnreadablePostError):
+                # A page's upload cut short or stalled: the client is usually gone; say so
+                # plainly rather than log a server error. Nothing was stored.
+                log.warning("%s %s: %s", request.method, request.path, exception)
+                return HttpResponse(
+                    "The upload was incomplete: nothing was stored. Send it again.",
+                    status=400,
+                    content_type="text/plain; charset=utf-8",
+                )
             return None
         translated = translate(exception)
         if isinstance(translated, exceptions.APIException):

@@ -36,9 +36,9 @@ def idempotent(handler: Callable[[Request], Response], request: Request) -> Resp
     key = request.META.get(HEADER, "")
     if not key:
         return handler(request)
-    if len(key) > 255 or not key.isprintable():
+    if len(key) > 255 or any(not " " <= ch <= "~" for ch in key):
         return Response(
-            {"detail": "Idempotency-Key must be at most 255 printable characters."},
+            {"detail": "Idempotency-Key must be at most 255 printable ASCII characters."},
             status=status.HTTP_400_BAD_REQUEST,
         )
     cache_key = _cache_key(request, key)

@@ -87,7 +87,7 @@ class SlurmIngestView(APIView):
         form = serializers.SlurmIngestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        team = selectors.team_get_for_principal(user=request.user, code=data.get("team"))
+        team = selectors.team_get_for_principal(user=request.user, code=data.get("team") or None)
         record: dict[str, Any] | None = data.get("job")
         job_id = data["job_id"]
         cluster = data["cluster"]

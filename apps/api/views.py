@@ -13,7 +13,6 @@ from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,6 +21,8 @@ from rest_framework.views import APIView
 from apps.api import selectors, serializers
 from apps.api.authentication import TokenUser
 from apps.api.idempotency import idempotent
+from apps.api.pagination import PAGINATION_PARAMETERS
+from apps.api.pagination import StrictLimitOffsetPagination as LimitOffsetPagination
 from apps.api.parsers import GzipMultiPartParser, RawBodyParser
 from apps.api.permissions import INGEST
 from apps.api.services import upload_files
@@ -31,20 +32,21 @@ from apps.incidents.models import Incident, Source
 ERROR = serializers.ErrorSerializer
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
-    str,
+    {"type": "string", "maxLength": 255, "pattern": "^[ -~]*$"},
     OpenApiParameter.HEADER,
     required=False,
     description="Retrying with the same key returns the first answer instead of acting twice.",
 )
 
-PAGINATION = [
-    OpenApiParameter("limit", int, OpenApiParameter.QUERY, required=False),
-    OpenApiParameter("offset", int, OpenApiParameter.QUERY, required=False),
-]
+PAGINATION = PAGINATION_PARAMETERS
 
 
 def errors(*codes: int) -> dict[int, Any]:
-    """Error responses every authenticated endpoint may give, plus `codes`."""
+    """Error responses every authenticated endpoint may give, plus `codes`.
+
+    400 is always possible: a query parameter (``?limit=``, ``?offset=``) or the request
+    itself (too many fields, a body cut short) can be refused on any endpoint.
+    """
     described = {
         400: OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid input, per field"),
         401: OpenApiResponse(ERROR, description="Missing or invalid credentials"),
@@ -55,7 +57,7 @@ def errors(*codes: int) -> dict[int, Any]:
         415: OpenApiResponse(ERROR, description="Unsupported media type or encoding"),
         429: OpenApiResponse(ERROR, description="Rate limited; see Retry-After"),
     }
-    return {code: described[code] for code in sorted({401, 403, 404, 429, *codes})}
+    return {code: described[code] for code in sorted({400, 401, 403, 404, 429, *codes})}
 
 
 def actor_of(request: Request) -> Any:
@@ -108,7 +110,8 @@ class IncidentListView(APIView):
     def get(self, request: Request) -> Response:
         filters = serializers.IncidentFilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        qs = selectors.incident_list_for_principal(user=request.user, **filters.validated_data)
+        given = {k: v for k, v in filters.validated_data.items() if v != ""}
+        qs = selectors.incident_list_for_principal(user=request.user, **given)
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(

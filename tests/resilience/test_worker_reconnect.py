@@ -1,5 +1,8 @@
 """The worker, started exactly as docker-compose.yml starts it, survives repeated broker
-outages: after each one it reconnects by itself and runs new tasks."""
+outages — the first one while it holds unacknowledged messages (a parse running, another
+prefetched), which is what made kombu give up with ``AttributeError: 'NoneType' object
+has no attribute 'hostname'`` — and after each one reconnects by itself and runs new
+tasks."""
 
 from __future__ import annotations
 
@@ -13,8 +16,11 @@ import pytest
 import yaml
 from django.core.cache import cache
 
+from apps.ingest import services
+from apps.ingest.models import Artifact, ParseStatus
 from tests.conftest import ROOT, wait_for, worker_env
-from tests.resilience.conftest import broker_switched_to
+from tests.ingest import logs
+from tests.resilience.conftest import broker_switched_to, upload
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -52,7 +58,7 @@ def _answers_a_ping(timeout: float) -> bool:
 
 
 def test_the_shipped_worker_survives_repeated_broker_outages(
-    transactional_db, redis_server, settings, tmp_path
+    transactional_db, redis_server, settings, tmp_path, incident, owner
 ):
     settings.CACHES = {
         "default": {
@@ -69,6 +75,7 @@ def test_the_shipped_worker_survives_repeated_broker_outages(
                 {
                     "CELERY_BROKER_URL": redis_server.url,
                     "CACHE_URL": f"redis://127.0.0.1:{redis_server.port}/1",
+                    services.TEST_SLOW_ENV: "30",  # parses stay in flight through the outage
                 }
             ),
             stdout=log,
@@ -77,6 +84,15 @@ def test_the_shipped_worker_survives_repeated_broker_outages(
     try:
         with broker_switched_to(redis_server.url):
             assert _answers_a_ping(60), log_path.read_text()[-3000:]
+            # One parse running (unacknowledged), one prefetched, when Redis goes away.
+            held = [upload(incident, owner, logs.node_log(n), f"node-{n}.out") for n in (0, 1)]
+            wait_for(
+                lambda: Artifact.objects.filter(
+                    pk__in=[a.pk for a in held], parse_status=ParseStatus.PARSING
+                ).exists(),
+                timeout=60,
+                message=lambda: log_path.read_text()[-3000:],
+            )
             for outage in range(1, OUTAGES + 1):
                 redis_server.stop()
                 time.sleep(6)
