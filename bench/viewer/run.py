@@ -192,7 +192,7 @@ def _baseline(default_storage, key: str, starts: list[int], size: int) -> dict:
     client.meta.events.register("after-call.s3.GetObject", count)
     per_view, requests, millis = [], [], []
     try:
-        for start in starts:
+        for _start in starts:
             got.update(bytes=0, requests=0)
             t0 = time.monotonic()
             with default_storage.open(key, "rb") as fp:
