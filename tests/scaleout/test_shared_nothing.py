@@ -80,14 +80,14 @@ def test_web_and_two_workers_sharing_only_the_stores_run_the_whole_path(
     try:
         for w in workers:
             w.start_worker(concurrency=1)
-        base = web.start_web(port=free_port(), workers=2, threads=2)
+        base = web.start_web(port=free_port(), workers=2)
         wait_for(
             lambda: _up(base),
             timeout=60,
             message=lambda: f"gunicorn did not answer:\n{all_logs()}",
         )
         wait_for(
-            lambda: all("ready." in w.logs() for w in workers),
+            lambda: all(w.logs().count("ready.") == 2 for w in workers),
             timeout=60,
             message=lambda: f"workers not ready:\n{all_logs()}",
         )
