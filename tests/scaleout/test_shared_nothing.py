@@ -113,10 +113,21 @@ def test_web_and_two_workers_sharing_only_the_stores_run_the_whole_path(
         api.headers["Authorization"] = f"Bearer {token}"
         r = api.post(
             f"{base}/api/v1/incidents/{incident.code}/artifacts/",
-            files=[("file", ("slurm-123.out", b"srun: error: node-04: task 37: Exited\n"))],
+            files=[
+                (
+                    "file",
+                    (
+                        "epilog-node-04.tar.gz",
+                        logs.tar_gz({"slurm-123.out": b"srun: error: node-04: task 37: Exited\n"}),
+                    ),
+                )
+            ],
             timeout=60,
         )
         assert r.status_code == 202, r.text[:1000]
+        assert Artifact.objects.filter(
+            incident=incident, display_name="epilog-node-04.tar.gz/slurm-123.out"
+        ).exists()
 
         def parsed() -> bool:
             qs = Artifact.objects.filter(incident=incident)
