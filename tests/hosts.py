@@ -15,6 +15,16 @@ ROOT = Path(__file__).resolve().parent.parent
 OPEN_AUDIT = Path(__file__).resolve().parent / "scaleout" / "openaudit"
 
 
+RECIPE = ROOT / "deploy" / "compose.hosts.yml"
+
+
+def recipe() -> dict:
+    """``deploy/compose.hosts.yml``: the services a web or worker host runs."""
+    import yaml
+
+    return yaml.safe_load(RECIPE.read_text())
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -65,51 +75,42 @@ class Host:
         self.procs.append((role, proc, log))
         return proc
 
-    def start_web(self, *, port: int, workers: int = 2, threads: int = 4) -> str:
-        bin_dir = Path(sys.executable).parent
-        self._start(
-            "web",
-            [
-                str(bin_dir / "gunicorn"),
-                "apps.wsgi:application",
-                "--bind",
-                f"127.0.0.1:{port}",
-                "--workers",
-                str(workers),
-                "--threads",
-                str(threads),
-                "--worker-class",
-                "gthread",
-                "--backlog",
-                "4096",
-                "--timeout",
-                "120",
-            ],
-        )
-        return f"http://127.0.0.1:{port}"
+    def start_service(
+        self, name: str, *, port: int | None = None, processes: int | None = None
+    ) -> str:
+        """Start ``name`` of ``deploy/compose.hosts.yml`` with the command that file gives it.
 
-    def start_worker(
-        self, *, concurrency: int = 1, queues: str = "default,ingest,analysis"
-    ) -> None:
-        self._start(
-            "worker",
-            [
-                sys.executable,
-                "-m",
-                "celery",
-                "-A",
-                "apps",
-                "worker",
-                "--loglevel=INFO",
-                "--pool=prefork",
-                f"--concurrency={concurrency}",
-                "-Q",
-                queues,
-                "--without-gossip",
-                "--without-mingle",
-                f"--hostname={self.name}-{time.time_ns()}@%h",
-            ],
-        )
+        Changed only as loopback needs: gunicorn binds 127.0.0.1:``port``; ``processes``
+        replaces gunicorn's ``--workers`` or Celery's ``--concurrency``; a worker's
+        ``--hostname`` is made unique to this host. Returns the web URL (web) or "".
+        """
+        args = [str(a) for a in recipe()["services"][name]["command"]]
+        url = ""
+        for i, a in enumerate(args[:-1]):
+            if a == "--bind" and port is not None:
+                args[i + 1] = f"127.0.0.1:{port}"
+                url = f"http://127.0.0.1:{port}"
+            elif a in ("--workers", "--concurrency") and processes is not None:
+                args[i + 1] = str(processes)
+            elif a == "--hostname":
+                args[i + 1] = args[i + 1].replace("%h", f"{self.name}-{time.time_ns()}")
+        bin_dir = Path(sys.executable).parent
+        if args[0] == "gunicorn":
+            args[0] = str(bin_dir / "gunicorn")
+        elif args[0] in ("celery", "python"):
+            args = [sys.executable, *(["-m", "celery"] if args[0] == "celery" else []), *args[1:]]
+        self._start(name, args)
+        return url
+
+    def start_web(self, *, port: int, workers: int = 2) -> str:
+        """A web host of the recipe: its ``web`` service."""
+        return self.start_service("web", port=port, processes=workers)
+
+    def start_worker(self, *, concurrency: int = 1) -> None:
+        """A worker host of the recipe: its ingest and analysis workers."""
+        for name, svc in recipe()["services"].items():
+            if "worker" in svc.get("profiles", []):
+                self.start_service(name, processes=concurrency)
 
     def logs(self) -> str:
         return "\n".join(

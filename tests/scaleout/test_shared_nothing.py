@@ -80,14 +80,14 @@ def test_web_and_two_workers_sharing_only_the_stores_run_the_whole_path(
     try:
         for w in workers:
             w.start_worker(concurrency=1)
-        base = web.start_web(port=free_port(), workers=2, threads=2)
+        base = web.start_web(port=free_port(), workers=2)
         wait_for(
             lambda: _up(base),
             timeout=60,
             message=lambda: f"gunicorn did not answer:\n{all_logs()}",
         )
         wait_for(
-            lambda: all("ready." in w.logs() for w in workers),
+            lambda: all(w.logs().count("ready.") == 2 for w in workers),
             timeout=60,
             message=lambda: f"workers not ready:\n{all_logs()}",
         )
@@ -113,10 +113,21 @@ def test_web_and_two_workers_sharing_only_the_stores_run_the_whole_path(
         api.headers["Authorization"] = f"Bearer {token}"
         r = api.post(
             f"{base}/api/v1/incidents/{incident.code}/artifacts/",
-            files=[("file", ("slurm-123.out", b"srun: error: node-04: task 37: Exited\n"))],
+            files=[
+                (
+                    "file",
+                    (
+                        "epilog-node-04.tar.gz",
+                        logs.tar_gz({"slurm-123.out": b"srun: error: node-04: task 37: Exited\n"}),
+                    ),
+                )
+            ],
             timeout=60,
         )
         assert r.status_code == 202, r.text[:1000]
+        assert Artifact.objects.filter(
+            incident=incident, display_name="epilog-node-04.tar.gz/slurm-123.out"
+        ).exists()
 
         def parsed() -> bool:
             qs = Artifact.objects.filter(incident=incident)
