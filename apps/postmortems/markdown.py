@@ -57,6 +57,13 @@ _LINKER: contextvars.ContextVar[Callable[[str, Any], str] | None] = contextvars.
 )
 
 
+def _iso_seconds(value: Any) -> Any:
+    try:
+        return dt.datetime.fromisoformat(str(value)).isoformat(timespec="seconds")
+    except ValueError:
+        return value
+
+
 def _t(value: Any) -> str:
     """A stored time to the second: "2026-11-21 13:00:03 UTC" for aware times (shown in the
     server's time zone), "2026-11-21 13:00:03" for log times (the logs' own clock)."""
@@ -106,6 +113,15 @@ def _num(mean: Any, trials: Any) -> str:
     return text + (f" (n={trials})" if trials else "")
 
 
+def _change(before: Any, after: Any) -> float | None:
+    try:
+        b = sum(map(float, before)) / len(before)
+        a = sum(map(float, after)) / len(after)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    return (a - b) / abs(b) if b else None
+
+
 def _pct(change: Any) -> str:
     try:
         return f"{float(change) * 100:+.1f} %"
@@ -153,7 +169,7 @@ def _render(ctx: dict[str, Any]) -> str:
         f"cost_usd: {_yaml(round(cost.cost_usd, 2) if cost and cost.cost_usd is not None else None)}",
         f"owner: {_yaml(ctx.get('owner', ''))}",
         f"revision: {pm.revision}",
-        f"snapshot_taken_at: {_yaml(snap.get('taken_at'))}",
+        f"snapshot_taken_at: {_yaml(_iso_seconds(snap.get('taken_at')))}",
         "---",
         "",
         f"# {md_text(pm.title)}",
@@ -439,8 +455,8 @@ def _render(ctx: dict[str, Any]) -> str:
                     metric,
                     ", ".join(map(str, baseline.get(metric) or [])),
                     ", ".join(map(str, post.get(metric) or [])),
-                    "",
-                    "",
+                    _pct(_change(baseline.get(metric), post.get(metric))),
+                    "—",
                 ]
                 for metric in sorted(set(baseline) | set(post))
             ]
