@@ -64,7 +64,7 @@ def _iso_seconds(value: Any) -> Any:
         return value
 
 
-def _t(value: Any) -> str:
+def format_time(value: Any) -> str:
     """A stored time to the second: "2026-11-21 13:00:03 UTC" for aware times (shown in the
     server's time zone), "2026-11-21 13:00:03" for log times (the logs' own clock)."""
     if value in (None, ""):
@@ -80,6 +80,9 @@ def _t(value: Any) -> str:
         return when.strftime("%Y-%m-%d %H:%M:%S")
     when = when.astimezone(ZoneInfo(settings.TIME_ZONE))
     return when.strftime("%Y-%m-%d %H:%M:%S ") + (when.tzname() or "")
+
+
+_t = format_time
 
 
 def _ref(ref: dict[str, Any], *, in_table: bool = False) -> str:
@@ -221,9 +224,13 @@ def _render(ctx: dict[str, Any]) -> str:
         out += [f"_Cost not computed: {md_text(ctx.get('cost_error', 'no inputs'))}_", ""]
     else:
         inputs = cost.inputs.to_json()
+        sources = ctx.get("cost_sources") or {}
         out += _table(
-            ["Input", "Value"],
-            [[label, fmt_input(inputs[name])] for name, label, _ in INPUT_LABELS],
+            ["Input", "Value", "Source"],
+            [
+                [label, fmt_input(inputs[name]), sources.get(name, "—")]
+                for name, label, _ in INPUT_LABELS
+            ],
         )
         out.append("")
         out += _table(
@@ -231,16 +238,30 @@ def _render(ctx: dict[str, Any]) -> str:
             [
                 [
                     "Waste fraction",
-                    f"{fmt_fraction(cost.waste_fraction)} — {cost.waste_fraction_source}",
+                    f"{fmt_fraction(cost.waste_fraction)} — "
+                    + (
+                        sources.get("waste_fraction", "entered")
+                        if cost.waste_fraction_source == "entered"
+                        else cost.waste_fraction_source
+                    ),
                 ],
                 ["Degraded GPU-hours", fmt_hours(cost.degraded_gpu_hours)],
                 ["Downtime GPU-hours", fmt_hours(cost.downtime_gpu_hours)],
                 ["Recomputed GPU-hours", fmt_hours(cost.recompute_gpu_hours)],
                 ["**GPU-hours lost**", fmt_hours(cost.gpu_hours_lost)],
                 ["**Cost**", fmt_usd(cost.cost_usd)],
-                ["GPU-hours if undetected", fmt_hours(cost.undetected_gpu_hours)],
-                ["Cost if undetected for the rest of the run", fmt_usd(cost.undetected_cost_usd)],
-            ],
+            ]
+            + (
+                [
+                    ["GPU-hours if undetected", fmt_hours(cost.undetected_gpu_hours)],
+                    [
+                        "Cost if undetected for the rest of the run",
+                        fmt_usd(cost.undetected_cost_usd),
+                    ],
+                ]
+                if ctx.get("show_undetected", True)
+                else []
+            ),
         )
         out += ["", "Arithmetic:", ""]
         out += [f"    {step}" for step in cost.steps]

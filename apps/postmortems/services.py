@@ -448,6 +448,25 @@ def incident_signature_refresh(*, incident: Incident) -> IncidentSignature | Non
     return signature
 
 
+def cost_sources(*, postmortem: PostMortem) -> dict[str, str]:
+    """Per cost input: "from the logs" (still the value drafted from the logs and the
+    incident) or "entered" (someone typed it)."""
+    prefill = (postmortem.snapshot or {}).get("cost_prefill") or {}
+    out = {}
+    for name, value in (postmortem.cost_inputs or {}).items():
+        if value is None:
+            continue
+        same = name in prefill and prefill[name] == value
+        out[name] = "from the logs" if same else "entered"
+    return out
+
+
+def cost_shows_undetected(*, postmortem: PostMortem) -> bool:
+    """Cost if undetected only means something for a job that kept running degraded."""
+    shape = str(((postmortem.snapshot or {}).get("triage") or {}).get("shape") or "")
+    return shape in {"slow", "diverge", ""}
+
+
 def postmortem_context(*, postmortem: PostMortem) -> dict[str, Any]:
     """Everything the page and the markdown show beyond the model's own fields."""
     from apps.postmortems.selectors import similar_incidents
@@ -480,6 +499,8 @@ def postmortem_context(*, postmortem: PostMortem) -> dict[str, Any]:
         "postmortem": postmortem,
         "cost": cost,
         "cost_error": cost_error,
+        "cost_sources": cost_sources(postmortem=postmortem),
+        "show_undetected": cost_shows_undetected(postmortem=postmortem),
         "phases": phases,
         "approvals": approvals,
         "revisions": revisions,
