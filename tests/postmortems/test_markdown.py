@@ -198,3 +198,22 @@ def test_the_verification_table_has_the_columns_of_the_page(rich_incident, owner
     assert "| Metric | Baseline | After fix | Change | Outcome |" in section
     # throughput 141750 → 139200 on average: -1.8 %
     assert "| throughput | 142000, 141500 | 139000, 139400 | -1.8 % |" in section
+
+
+def test_a_crash_prefills_gpus_and_impact_start_from_the_logs(team, owner):
+    doc = triage_doc(shape="crash", category="OOM")
+    doc["job"]["world_size"] = 8
+    doc["metrics"] = {}  # no throughput: the waste fraction comes from the shape
+    incident = make_incident(team, owner, title="8-GPU crash", doc=doc)
+    pm = services.postmortem_draft_create(incident=incident, actor=owner)
+    assert pm.cost_inputs["gpu_count"] == 8  # one GPU per rank, from the logs
+    started = pm.snapshot["durations"]["milestones"][0]
+    assert started["key"] == "started" and started["source"] == "from the logs"
+    assert started["at"].startswith("2026-03-09T02:40:00")  # the chain's trigger
+    text = services.postmortem_render_markdown(postmortem=pm)
+    assert "| Impact started (from the logs) | 2026-03-09 02:40:00 UTC |" in text
+    assert "| GPUs | 8 | from the logs |" in text
+    assert "— from the logs" in text  # the crash's waste fraction was not typed by anyone
+    assert (
+        "Cost if undetected for the rest" not in text
+    )  # a crashed job does not keep burning GPUs unseen
