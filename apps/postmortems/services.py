@@ -448,16 +448,25 @@ def incident_signature_refresh(*, incident: Incident) -> IncidentSignature | Non
     return signature
 
 
+# Cost inputs the draft takes from the incident's own fields, not from the logs.
+_INCIDENT_INPUTS = {"gpu_hour_usd", "remaining_run_hours"}
+
+
 def cost_sources(*, postmortem: PostMortem) -> dict[str, str]:
-    """Per cost input: "from the logs" (still the value drafted from the logs and the
-    incident) or "entered" (someone typed it)."""
+    """Per cost input: "from the logs" or "from the incident" (still the drafted value),
+    or "entered" (someone typed it)."""
     prefill = (postmortem.snapshot or {}).get("cost_prefill") or {}
     out = {}
     for name, value in (postmortem.cost_inputs or {}).items():
         if value is None:
             continue
         same = name in prefill and prefill[name] == value
-        out[name] = "from the logs" if same else "entered"
+        if not same:
+            out[name] = "entered"
+        elif name in _INCIDENT_INPUTS or (name == "gpu_count" and postmortem.incident.gpu_count):
+            out[name] = "from the incident"
+        else:
+            out[name] = "from the logs"
     return out
 
 
