@@ -1,6 +1,6 @@
 """Writes for analysis: request a run, execute it, audit stuck work.
 
-The engine (``apps.analysis.engine``) is pure; this module is the Django side around
+The engine (``rankscope``) is pure; this module is the Django side around
 it: which artifacts form the input set, loading their parse results from storage,
 the run row with its status/progress/fence, findings, the incident's severity and
 the timeline row saying what was concluded.
@@ -27,6 +27,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+import rankscope as engine
 from apps.analysis.models import AnalysisRun, Finding, RunStatus, Trigger
 from apps.incidents.models import Incident, Severity
 from apps.incidents.services import incident_event_add
@@ -75,8 +76,6 @@ def _incident_artifacts(incident: Incident):
 
 def analysis_fingerprint(*, artifacts: list[Any]) -> str:
     """sha256 over the sorted (sha256, parse status) pairs of the inputs + engine version."""
-    from apps.analysis import engine
-
     h = hashlib.sha256(f"engine={engine.ENGINE_VERSION}\n".encode())
     for sha, status in sorted((a.sha256, a.parse_status) for a in artifacts):
         h.update(f"{sha}:{status}\n".encode())
@@ -194,6 +193,16 @@ def _settle_schedule(*, incident: Incident, trigger: str, settle_seconds: float)
             args=[incident_id, trigger, settle_seconds], countdown=settle_seconds
         )
     )
+
+
+def analysis_settle_cancel(*, incident: Incident) -> None:
+    """Close the incident's debounce window: the job is over, no more uploads to wait for.
+
+    The controller epilog says so. Without this, its request finds files still being
+    parsed and returns, and the last parse's fan-in then defers to the window that the
+    nodes' posts opened: the verdict would wait ``settle_seconds`` for nothing.
+    """
+    cache.delete(_settle_key(incident.pk))
 
 
 def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: float) -> None:
@@ -351,8 +360,6 @@ def analysis_execute(*, run_id: int, task_id: str) -> AnalysisRun | None:
             started_at=now, heartbeat_at=now, attempts=F("attempts") + 1, progress_current=0
         )
     run = AnalysisRun.objects.select_related("incident").get(pk=run_id)
-    from apps.analysis import engine
-
     n_analyzers = len(engine.registered_analyzers())
     progress = _Progress(run_id, task_id, total=len(run.inputs) + n_analyzers)
     heartbeat = None

@@ -14,7 +14,7 @@ from django.db.models import QuerySet
 from django.http import Http404
 from django.urls import reverse
 
-from apps.analysis import engine
+import rankscope as engine
 from apps.incidents.models import Incident
 from apps.incidents.selectors import incident_get_for_user
 from apps.ingest.models import Artifact, ParseStatus, RankDigest

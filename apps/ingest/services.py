@@ -31,14 +31,14 @@ from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from apps.analysis import engine
+import rankscope as engine
 from apps.incidents.models import Incident
 from apps.incidents.services import incident_event_add
 from apps.ingest.models import ACTIVE_STATUSES, Artifact, ParseStatus, RankDigest
-from apps.lib import archives
-from apps.lib.archives import ArchiveError, Limits, MemberRejected, human_size
 from apps.lib.codes import new_code
 from apps.lib.heartbeat import Heartbeat
+from rankscope import archives
+from rankscope.archives import ArchiveError, Limits, MemberRejected, human_size
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from apps.ingest import selectors, services
 from apps.ingest.forms import UploadForm
 from apps.ingest.models import ACTIVE_STATUSES
 from apps.ingest.uploads import SizeLimitUploadHandler
-from apps.lib.archives import human_size
+from rankscope.archives import human_size
 
 # Multipart framing around one file: a request this much over the limit holds more.
 MULTIPART_SLACK = 64 * 1024

@@ -298,7 +298,7 @@ def incident_metrics_table(*, incident: Incident) -> Any | None:
     tables = [t for _, t in incident_metrics_tables(incident=incident)]
     if not tables:
         return None
-    from apps.analysis.engine.metrics import MetricsTable
+    from rankscope.metrics import MetricsTable
 
     return MetricsTable.concat(tables)
 

@@ -1,26 +1,33 @@
-"""Benchmark the analysis engine against ripgrep on a generated ~1 GiB, 1,024-rank job.
+"""Benchmark the offline triage against ripgrep, on generated jobs of two layouts and sizes.
 
-    .venv/bin/python bench/engine/run.py [--ranks 1024] [--mib 1024] [--repeat 5] [--out DIR]
+    .venv/bin/python bench/engine/run.py [--sizes 360,1024] [--repeat 3] [--out DIR]
 
-Measures, in the same run and on the same files (page cache warm for both):
-- ripgrep with the engine's own pattern set (``-f patterns.txt``), at -j1 and at its
-  default thread count, each time both as ``-n`` (matching lines with line numbers, what
-  the engine produces) and as ``-c`` (counts only); the faster of the two is the baseline;
-  output goes to a real file (ripgrep may stop at the first match when stdout is /dev/null);
-- the engine's scan (``parse_artifact`` on every file: prefilter + precise parse
-  + head/tail facts) at the same thread counts (one process per thread, pool start included);
-- end-to-end ``python -m apps.analysis.engine.cli DIR --format json`` (a fresh process:
-  imports, parse, analyze, render) against ripgrep's default run;
-- peak RSS of the triage process tree.
-The machine is shared: every round runs all contenders back to back (interleaved, so load
-hits them alike) and each keeps its best of ``--repeat`` rounds; CPU seconds (user+sys) and
-the load average are printed next to wall time. Prints a Markdown table for
+For each job — one file per node (torchrun's ``[rankN]:`` prefixes, 8 ranks a file) and
+one file per rank (``rank_N.log``, no prefix), of ~360 MiB (512 ranks) and ~1 GiB
+(1,024 ranks), the ``data_stall`` scenario — measures in the same run and on the same
+files (page cache warm for both):
+- ripgrep with the engine's own prefilter pattern set (``-f patterns.txt``) at its
+  default thread count, as ``-n`` (matching lines with line numbers, what the engine
+  produces) and as ``-c`` (counts only); the faster of the two is the baseline; output
+  goes to a real file (ripgrep may stop at the first match when stdout is /dev/null);
+- the documented command end to end, ``python -m rankscope triage DIR --format json``
+  in a fresh process (imports, parse in a pool, analysis, JSON), with bytecode allowed
+  as an installed package has it, and the peak RSS of its process tree;
+- the cost of a candidate line: the engine's scan in one process minus its prefilter
+  alone over the same bytes, divided by the prefilter's candidate lines (an upper
+  bound: per-file work such as kind detection and head/tail facts is included).
+And for the per-node 360 MiB job compressed with zstd and gzip: the triage end to end on
+the compressed files and each decompressor's throughput alone (one thread).
+The machine is shared: each round runs every contender back to back (interleaved, so
+load hits them alike) and each keeps its best of ``--repeat`` rounds; CPU seconds
+(user+sys) and the load average are printed next to wall time. Prints Markdown for
 docs/performance.md. Needs ``rg`` (apt-get install ripgrep).
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import os
 import platform
 import resource
@@ -33,13 +40,16 @@ from datetime import UTC, datetime
 from multiprocessing import get_context
 from pathlib import Path
 
+import zstandard
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from apps.analysis.engine import parse_artifact  # noqa: E402
-from apps.analysis.engine.patterns import write_pattern_file  # noqa: E402
-from apps.analysis.engine.scan import get_scanner  # noqa: E402
-from apps.analysis.engine.testing.generate import generate  # noqa: E402
+from rankscope import parse_artifact  # noqa: E402
+from rankscope.patterns import write_pattern_file  # noqa: E402
+from rankscope.scan import get_scanner  # noqa: E402
+from rankscope.sources import read_one  # noqa: E402
+from rankscope.testing.generate import generate  # noqa: E402
 
 
 def _parse_one(path: str) -> int:
@@ -98,100 +108,150 @@ def rg(
 
 def triage_e2e(target: Path, out: Path) -> tuple[float, float, float]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     c0, t0 = _cpu(), time.perf_counter()
     with open(out, "wb") as fh:
-        subprocess.run(
-            [sys.executable, "-m", "apps.analysis.engine.cli", str(target), "--format", "json"],
+        done = subprocess.run(
+            [sys.executable, "-m", "rankscope", "triage", str(target), "--format", "json"],
             stdout=fh,
-            check=True,
             cwd=ROOT,
+            env=env,
+            check=False,
         )
     dt, cpu = time.perf_counter() - t0, _cpu() - c0
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"triage failed on {target} with exit status {done.returncode}")
     peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     return dt, cpu, max(peak, before) / 1024.0
 
 
+def decompress_only(files: list[str]) -> tuple[float, float, int]:
+    """Read every compressed file through the engine's own decompressing reader."""
+    n = 0
+    c0, t0 = _cpu(), time.perf_counter()
+    for f in files:
+        for _name, stream in read_one(Path(f), os.path.basename(f)):
+            while chunk := stream.read(4 << 20):
+                n += len(chunk)
+    return time.perf_counter() - t0, _cpu() - c0, n
+
+
+def make_job(out: Path, layout: str, mib: int) -> Path:
+    ranks = 512 if mib <= 512 else 1024
+    job = out / f"job-{layout}-{mib}"
+    if not (job / "manifest.json").exists():
+        t0 = time.perf_counter()
+        style = "per_rank" if layout == "rank" else "torchrun"
+        generate("data_stall", job, ranks=ranks, target_bytes=mib << 20, steps=60, style=style)
+        print(f"generated {job.name} in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+    return job
+
+
+def compressed_copy(job: Path, codec: str) -> Path:
+    dest = job.with_name(f"{job.name}-{codec}")
+    if not (dest / "done").exists():
+        dest.mkdir(exist_ok=True)
+        for f in sorted(job.iterdir()):
+            if f.name == "manifest.json":
+                continue
+            data = f.read_bytes()
+            if codec == "zst":
+                (dest / f"{f.name}.zst").write_bytes(
+                    zstandard.ZstdCompressor(level=3).compress(data)
+                )
+            else:
+                (dest / f"{f.name}.gz").write_bytes(gzip.compress(data, compresslevel=6))
+        (dest / "done").write_text("")
+    return dest
+
+
+def logs(job: Path) -> list[str]:
+    return sorted(str(f) for f in job.iterdir() if f.name not in ("manifest.json", "done"))
+
+
+def warm(files: list[str]) -> None:
+    for f in files:
+        with open(f, "rb") as fh:
+            while fh.read(16 << 20):
+                pass
+
+
+def best(v: list[tuple]) -> tuple:
+    return min(v, key=lambda r: r[0])
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
-    p.add_argument("--ranks", type=int, default=1024)
-    p.add_argument("--mib", type=int, default=1024)
+    p.add_argument("--sizes", default="360,1024", help="job sizes in MiB")
+    p.add_argument("--layouts", default="node,rank")
     p.add_argument("--out", default=str(ROOT / "bench" / "out" / "engine"))
-    p.add_argument("--repeat", type=int, default=5)
+    p.add_argument("--repeat", type=int, default=3)
     a = p.parse_args()
     if not shutil.which("rg"):
         print("ripgrep (rg) is needed: apt-get install -y ripgrep", file=sys.stderr)
         return 2
     out = Path(a.out)
-    job = out / f"job-{a.ranks}"
-    if not (job / "manifest.json").exists():
-        t0 = time.perf_counter()
-        generate("data_stall", job, ranks=a.ranks, target_bytes=a.mib << 20, steps=60)
-        print(f"generated in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
-    files = sorted(str(f) for f in job.iterdir() if f.name != "manifest.json")
-    total = sum(os.path.getsize(f) for f in files)
-    mb = total / 1e6
+    out.mkdir(parents=True, exist_ok=True)
     patterns = write_pattern_file(out / "patterns.txt")
-    for f in files:  # warm the page cache for everyone
-        with open(f, "rb") as fh:
-            while fh.read(16 << 20):
-                pass
     cpus = os.cpu_count() or 1
     load0 = os.getloadavg()[0]
-
-    runs: dict[str, list[tuple]] = {}
-
-    def add(key: str, r: tuple) -> None:
-        runs.setdefault(key, []).append(r)
-
-    for _ in range(a.repeat):  # interleaved rounds: load on the shared machine hits all alike
-        add("rg1-n", rg(files, patterns, 1, out / "rg.out", "-n"))
-        add("rg1-c", rg(files, patterns, 1, out / "rg.out", "-c"))
-        add("en1", engine_scan(files, 1))
-        add("rgd-n", rg(files, patterns, None, out / "rg.out", "-n"))
-        add("rgd-c", rg(files, patterns, None, out / "rg.out", "-c"))
-        add("end", engine_scan(files, cpus))
-        add("pf", prefilter_only(files))
-        add("e2e", triage_e2e(job, out / "triage.json"))
-    load1 = os.getloadavg()[0]
-    b = {k: min(v, key=lambda r: r[0]) for k, v in runs.items()}
-    rg1 = min(b["rg1-n"], b["rg1-c"], key=lambda r: r[0])
-    rgd = min(b["rgd-n"], b["rgd-c"], key=lambda r: r[0])
-    en1, end, pf, e2e = b["en1"], b["end"], b["pf"], b["e2e"]
-
-    rows = [
-        ("ripgrep -j1, -n (same patterns)", b["rg1-n"], f"{b['rg1-n'][2]} matching lines"),
-        ("ripgrep -j1, -c", b["rg1-c"], f"{b['rg1-c'][2]} counted"),
-        (f"ripgrep default threads ({cpus}), -n", b["rgd-n"], ""),
-        (f"ripgrep default threads ({cpus}), -c", b["rgd-c"], ""),
-        (
-            "engine prefilter only, 1 thread (" + get_scanner().name + ")",
-            pf,
-            f"{pf[2]} candidate lines, no parsing",
-        ),
-        ("engine scan, 1 process", en1, f"{en1[2]} events kept"),
-        (f"engine scan, {cpus} processes", end, "pool start included"),
-        (f"triage end to end ({cpus} processes, JSON)", e2e, f"peak RSS {e2e[2]:.0f} MB"),
+    jobs = [
+        (layout, int(mib), make_job(out, layout, int(mib)))
+        for mib in a.sizes.split(",")
+        for layout in a.layouts.split(",")
     ]
     print(
         f"\n### {datetime.now(UTC):%Y-%m-%d}, {platform.node()} ({cpus} cores, "
-        f"{platform.processor() or platform.machine()}), {len(files)} files, {mb:.0f} MB, "
-        f"{a.ranks} ranks, best of {a.repeat} interleaved rounds, load {load0:.1f} → {load1:.1f}\n"
+        f"{platform.processor() or platform.machine()}), ripgrep "
+        f"{subprocess.run(['rg', '--version'], capture_output=True, text=True).stdout.split()[1]}"
+        f", best of {a.repeat} interleaved rounds\n"
     )
-    print("| run | wall s | MB/s | CPU s | note |")
-    print("|---|---|---|---|---|")
-    for name, r, note in rows:
-        print(f"| {name} | {r[0]:.2f} | {mb / r[0]:.0f} | {r[1]:.2f} | {note} |")
-    print()
     print(
-        f"- scan vs ripgrep (faster of -n/-c), 1 thread: **{rg1[0] / en1[0]:.2f}x** ripgrep's "
-        f"throughput (target >= 2x); CPU seconds {rg1[1] / en1[1]:.2f}x"
+        "| job | files | MB | ripgrep -n s | ripgrep -c s | triage s (CPU s) | triage / ripgrep "
+        "| peak RSS MB | candidate lines | µs per candidate line |"
     )
-    print(f"- scan vs ripgrep, {cpus} threads: **{rgd[0] / end[0]:.2f}x**")
-    print(
-        f"- end-to-end triage / ripgrep default: **{e2e[0] / rgd[0]:.2f}x** the time "
-        "(target <= 1.5x)"
-    )
-    print(f"- peak RSS of triage: **{e2e[2]:.0f} MB** (target ≤ 300 MB)")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for layout, mib, job in jobs:
+        files = logs(job)
+        mb = sum(os.path.getsize(f) for f in files) / 1e6
+        warm(files)
+        runs: dict[str, list[tuple]] = {}
+        for _ in range(a.repeat):  # interleaved rounds: load on the shared machine hits all alike
+            runs.setdefault("rg-n", []).append(rg(files, patterns, None, out / "rg.out", "-n"))
+            runs.setdefault("rg-c", []).append(rg(files, patterns, None, out / "rg.out", "-c"))
+            runs.setdefault("e2e", []).append(triage_e2e(job, out / "triage.json"))
+        pf = best([prefilter_only(files) for _ in range(a.repeat)])
+        en1 = best([engine_scan(files, 1) for _ in range(a.repeat)])
+        rgn, rgc, e2e = best(runs["rg-n"]), best(runs["rg-c"]), best(runs["e2e"])
+        base = min(rgn[0], rgc[0])
+        per_line = (en1[1] - pf[1]) / max(pf[2], 1) * 1e6
+        name = f"one file per {layout}, {mib} MiB"
+        print(
+            f"| {name} | {len(files)} | {mb:.0f} | {rgn[0]:.2f} | {rgc[0]:.2f} | "
+            f"{e2e[0]:.2f} ({e2e[1]:.2f}) | **{e2e[0] / base:.2f}x** | {e2e[2]:.0f} | {pf[2]} | "
+            f"{per_line:.1f} |"
+        )
+    node = next((j for layout, mib, j in jobs if layout == "node" and mib == 360), None)
+    if node is not None:
+        print(
+            "\n| compressed job (one file per node, 360 MiB) | MB on disk | decompress alone MB/s "
+            "(1 thread) | triage s | triage / ripgrep on the plain files |"
+        )
+        print("|---|---|---|---|---|")
+        plain = logs(node)
+        base = best([rg(plain, patterns, None, out / "rg.out", "-n") for _ in range(a.repeat)])[0]
+        raw = sum(os.path.getsize(f) for f in plain) / 1e6
+        for codec in ("zst", "gz"):
+            cjob = compressed_copy(node, codec)
+            cfiles = logs(cjob)
+            warm(cfiles)
+            dec = best([decompress_only(cfiles) for _ in range(a.repeat)])
+            e2e = best([triage_e2e(cjob, out / "triage.json") for _ in range(a.repeat)])
+            disk = sum(os.path.getsize(f) for f in cfiles) / 1e6
+            print(
+                f"| {codec} | {disk:.0f} | {raw / dec[0]:.0f} | {e2e[0]:.2f} | {e2e[0] / base:.2f}x |"
+            )
+    print(f"\nload average {load0:.1f} → {os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -61,7 +61,7 @@ def child(size_mib: int, workdir: str) -> dict:
     django.setup()
     from django.core.files.storage import default_storage
 
-    from apps.analysis import engine
+    import rankscope as engine
     from apps.ingest.services import store_stream
 
     src = Path(workdir) / "big.log"

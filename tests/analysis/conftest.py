@@ -12,7 +12,7 @@ import pytest
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 
-from apps.analysis import engine
+import rankscope as engine
 from apps.incidents.models import Incident
 from apps.ingest.models import Artifact
 

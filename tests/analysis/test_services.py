@@ -11,11 +11,12 @@ from django.core.cache import cache
 from django.db import connection
 from django.utils import timezone
 
-from apps.analysis import engine, services
-from apps.analysis.engine import analyzers as engine_analyzers
+import rankscope as engine
+from apps.analysis import services
 from apps.analysis.models import AnalysisRun, Finding, RunStatus
 from apps.incidents.models import IncidentEvent
 from apps.ingest.models import Artifact
+from rankscope import analyzers as engine_analyzers
 from tests.analysis.conftest import SCRIPT, add_artifact, rank_log
 
 
@@ -123,6 +124,25 @@ def test_a_settle_window_defers_requests_until_uploads_are_quiet(incident, job, 
     services.analysis_settle_check(incident_id=incident.pk, trigger="slurm", settle_seconds=30)
     run = AnalysisRun.objects.get(incident=incident)
     assert run.trigger == "slurm"
+
+
+def test_the_controllers_job_end_lets_the_last_parse_start_the_analysis_at_once(
+    incident, job, monkeypatch, django_capture_on_commit_callbacks
+):
+    from apps.analysis import tasks
+    from apps.api.services import analysis_after_ingest
+
+    monkeypatch.setattr(tasks.analysis_settle, "apply_async", lambda args, countdown: None)
+    Artifact.objects.filter(pk=job[0].pk).update(parse_status="parsing")
+    # the nodes' posts opened a debounce window; the controller says the job is over
+    # while a file is still being parsed
+    assert services.analysis_request(incident=incident, trigger="slurm", settle_seconds=30) is None
+    with django_capture_on_commit_callbacks(execute=True):
+        analysis_after_ingest(incident=incident, job_complete=True)
+    assert not AnalysisRun.objects.exists()
+    # the last parse's fan-in no longer waits out the window
+    Artifact.objects.filter(pk=job[0].pk).update(parse_status="parsed")
+    assert services.analysis_request(incident=incident, trigger="ingest") is not None
 
 
 def test_a_run_stores_findings_the_document_severity_and_a_conclusion(incident, job):

@@ -146,7 +146,7 @@ def test_evidence_text_with_a_script_tag_is_shown_as_text(incident, job, owner_c
 
 
 def test_a_failed_run_shows_its_reason(incident, job, owner_client, monkeypatch):
-    from apps.analysis import engine
+    import rankscope as engine
 
     def boom(results, **kwargs):
         raise RuntimeError("digest of rank 7 is <b>corrupt</b>")

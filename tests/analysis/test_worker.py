@@ -121,9 +121,9 @@ def test_uploads_are_parsed_then_analysed_once_by_real_workers(
     celery_worker_process, team, owner, tmp_path
 ):
     """upload → parse tasks → fan-in → one analysis run, all on a real worker."""
-    from apps.analysis.engine.testing.generate import generate
     from apps.incidents.services import incident_create
     from apps.ingest.services import artifact_upload
+    from rankscope.testing.generate import generate
 
     cache.clear()
     incident = incident_create(team=team, title="hung at step 4200", actor=owner)

@@ -7,11 +7,11 @@ import time
 import pytest
 from django.core.management import call_command
 
-from apps.analysis.engine.testing.generate import generate
 from apps.incidents.models import Incident
 from apps.ingest.models import Artifact
 from apps.ingest.services import artifact_parse
 from apps.investigation import charts, selectors
+from rankscope.testing.generate import generate
 
 pytestmark = pytest.mark.django_db
 

@@ -1,4 +1,4 @@
-"""apps.lib.archives on its own: no Django, streams only."""
+"""rankscope.archives on its own: no Django, streams only."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import tarfile
 
 import pytest
 
-from apps.lib.archives import ArchiveError, Limits, MemberRejected, iter_members
+from rankscope.archives import ArchiveError, Limits, MemberRejected, iter_members
 from tests.ingest import logs
 
 

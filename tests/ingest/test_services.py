@@ -13,12 +13,13 @@ import tarfile
 import threading
 
 import pytest
+import zstandard
 from django.core.files.storage import default_storage
 from django.db import connection
 
 from apps.ingest import selectors, services
 from apps.ingest.models import Artifact, ParseStatus, RankDigest
-from apps.lib.archives import Limits
+from rankscope.archives import Limits
 from tests.conftest import ROOT, worker_env
 from tests.ingest import logs
 
@@ -86,6 +87,17 @@ def test_plain_tar_zip_and_gz_are_expanded(incident, owner):
     assert only(z).artifact.display_name == "b.zip/rank_3.log"
     assert only(g).artifact.display_name == "rank_4.log"
     assert stored_bytes(only(g).artifact) == b"four\n"  # stored expanded
+
+
+def test_zstd_logs_and_zstd_tars_are_expanded(incident, owner):
+    zst = zstandard.ZstdCompressor()
+    one = only(upload(incident, owner, zst.compress(logs.node_log(5)), "node-05.log.zst"))
+    assert one.artifact.display_name == "node-05.log"
+    assert stored_bytes(one.artifact) == logs.node_log(5)
+    many = upload(incident, owner, zst.compress(logs.tar({"a/rank_6.log": b"six\n"})), "j.tar.zst")
+    assert only(many).artifact.display_name == "j.tar.zst/a/rank_6.log"
+    cut = only(upload(incident, owner, zst.compress(logs.node_log(7) * 50)[:-30], "n.log.zst"))
+    assert cut.status == "rejected" and "truncated" in cut.message
 
 
 def test_it_rejects_a_zero_byte_file_without_storing_anything(incident, owner):

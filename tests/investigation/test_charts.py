@@ -3,8 +3,8 @@ import json
 import numpy as np
 import pyarrow as pa
 
-from apps.analysis.engine.metrics import MetricsTable
 from apps.investigation import charts
+from rankscope.metrics import MetricsTable
 
 
 def _job(world: int = 1024, per_node: int = 8) -> dict:

@@ -9,7 +9,7 @@ import pytest
 from django.urls import reverse
 
 from apps.analysis.models import FINISHED, AnalysisRun, RunStatus
-from apps.lib.archives import Limits
+from rankscope.archives import Limits
 from tests.analysis.conftest import rank_log
 from tests.conftest import wait_for
 from tests.resilience.conftest import upload

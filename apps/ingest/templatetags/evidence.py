@@ -6,7 +6,7 @@ from django import template
 from django.conf import settings
 
 from apps.ingest import selectors
-from apps.lib.archives import human_size
+from rankscope.archives import human_size
 
 register = template.Library()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
-from apps.analysis import engine
+import rankscope as engine
 
 
 def parse_all(files: dict[str, bytes]) -> list[engine.ParseResult]:

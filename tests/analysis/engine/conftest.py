@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from apps.analysis.engine import analyze
-from apps.analysis.engine.cli import parse_paths
-from apps.analysis.engine.testing.generate import generate
+from rankscope import analyze
+from rankscope.cli import parse_paths
+from rankscope.testing.generate import generate
 
 
 def triage_dir(path: Path, **kw: Any) -> dict[str, Any]:

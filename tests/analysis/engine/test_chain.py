@@ -2,7 +2,7 @@ from datetime import timedelta
 
 import pytest
 
-from apps.analysis.engine.testing import scenarios_isolation as S
+from rankscope.testing import scenarios_isolation as S
 
 from ._iso_helpers import analyze, assert_evidence_exact
 

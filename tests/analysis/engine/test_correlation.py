@@ -1,7 +1,7 @@
 from datetime import datetime, timedelta
 
-from apps.analysis import engine
-from apps.analysis.engine.model import Event, ParseResult
+import rankscope as engine
+from rankscope.model import Event, ParseResult
 
 
 def _result(events: list[tuple[str, datetime]]) -> ParseResult:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from apps.analysis import engine
-from apps.analysis.engine.testing.flight_recorder import write_dumps
+import rankscope as engine
+from rankscope.testing.flight_recorder import write_dumps
 
 from .conftest import triage_dir
 

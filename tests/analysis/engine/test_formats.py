@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from apps.analysis import engine
-from apps.analysis.engine.envelope import peel
-from apps.analysis.engine.parsers.classify import classify
-from apps.analysis.engine.scan import HyperscanScanner, ReScanner
+import rankscope as engine
+from rankscope.envelope import peel
+from rankscope.parsers.classify import classify
+from rankscope.scan import HyperscanScanner, ReScanner
 
 from .conftest import Jobs, triage_dir
 
@@ -156,7 +156,7 @@ def test_hyperscan_and_re_find_the_same_candidates(jobs: Jobs) -> None:
 def test_the_re_fallback_gives_the_same_triage(jobs: Jobs) -> None:
     out, _, doc = jobs.get("oom", 32)
     doc_re = triage_dir(out, scanner="re")
-    from apps.analysis.engine.scan import set_scanner
+    from rankscope.scan import set_scanner
 
     set_scanner("hyperscan")
     assert doc_re["triage"] == doc["triage"]

@@ -1,7 +1,7 @@
 import pytest
 
-from apps.analysis.engine.analyzers.hardware import XID
-from apps.analysis.engine.testing import scenarios_isolation as S
+from rankscope.analyzers.hardware import XID
+from rankscope.testing import scenarios_isolation as S
 
 from ._iso_helpers import analyze, assert_evidence_exact, kinds
 

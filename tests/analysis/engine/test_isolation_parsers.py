@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from apps.analysis import engine
-from apps.analysis.engine.testing import scenarios_isolation as S
+import rankscope as engine
+from rankscope.testing import scenarios_isolation as S
 
 
 def _parse(name: str, data: bytes) -> engine.ParseResult:

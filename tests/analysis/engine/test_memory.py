@@ -1,8 +1,8 @@
 import numpy as np
 import pytest
 
-from apps.analysis.engine.analyzers.memory import shape_of
-from apps.analysis.engine.testing import scenarios_isolation as S
+from rankscope.analyzers.memory import shape_of
+from rankscope.testing import scenarios_isolation as S
 
 from ._iso_helpers import analyze, assert_evidence_exact, kinds
 

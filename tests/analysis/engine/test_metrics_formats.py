@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from apps.analysis import engine
-from apps.analysis.engine.testing import scenarios_isolation as S
+import rankscope as engine
+from rankscope.testing import scenarios_isolation as S
 
 from ._iso_helpers import analyze, assert_evidence_exact, kinds
 

@@ -1,4 +1,4 @@
-from apps.analysis.engine.testing import scenarios_isolation as S
+from rankscope.testing import scenarios_isolation as S
 
 from ._iso_helpers import analyze, kinds
 

@@ -1,7 +1,7 @@
 from datetime import timedelta
 
-from apps.analysis import engine
-from apps.analysis.engine.testing import scenarios_isolation as S
+import rankscope as engine
+from rankscope.testing import scenarios_isolation as S
 
 from ._iso_helpers import analyze
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 
-from apps.analysis import engine
+import rankscope as engine
 
 
 def _parse(name: str, text: str) -> engine.ParseResult:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import io
 
-from apps.analysis import engine
-from apps.analysis.engine.detect import detect_kind
+import rankscope as engine
+from rankscope.detect import detect_kind
 
 
 def _parse(name: str, text: str) -> engine.ParseResult:
@@ -381,7 +381,7 @@ def test_xid_pci_is_mapped_to_the_gpu_index_from_nvidia_smi_of_the_same_host() -
 
 
 def test_a_word_after_the_tool_name_is_not_taken_for_a_host() -> None:
-    from apps.analysis.engine.detect import host_from_name
+    from rankscope.detect import host_from_name
 
     assert host_from_name("dmesg-T.txt") is None
     assert host_from_name("dmesg-before.log") is None

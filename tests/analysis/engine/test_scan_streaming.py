@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from apps.analysis.engine import parse_artifact
-from apps.analysis.engine.cli import parse_paths
-from apps.analysis.engine.parsers import textlog
-from apps.analysis.engine.scan import get_scanner, set_scanner
+from rankscope import parse_artifact
+from rankscope.cli import parse_paths
+from rankscope.parsers import textlog
+from rankscope.scan import get_scanner, set_scanner
 
 NOISE = b"[rank3]: node-1:4100:4117 [3] NCCL INFO Channel 00/0 : 3[3] -> 4[4] via P2P/IPC\n"
 WATCHDOG = (

@@ -7,8 +7,8 @@ import os
 import tarfile
 from pathlib import Path
 
-from apps.analysis import engine
-from apps.analysis.engine import sources
+import rankscope as engine
+from rankscope import sources
 
 
 def _tgz(path: Path, members: dict[str, bytes]) -> None:

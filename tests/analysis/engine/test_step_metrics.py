@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from apps.analysis import engine
-from apps.analysis.engine.testing.generate import generate
-from apps.analysis.engine.testing.step_metrics import FILE_NAME, main, write_step_metrics
+import rankscope as engine
+from rankscope.testing.generate import generate
+from rankscope.testing.step_metrics import FILE_NAME, main, write_step_metrics
 
 
 def _table(path):

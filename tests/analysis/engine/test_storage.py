@@ -1,6 +1,6 @@
 from datetime import timedelta
 
-from apps.analysis.engine.testing import scenarios_isolation as S
+from rankscope.testing import scenarios_isolation as S
 
 from ._iso_helpers import analyze, assert_evidence_exact, kinds
 

@@ -74,8 +74,8 @@ class Command(BaseCommand):
         already in the incident is not uploaded again, so re-running adds nothing, and a
         demo seeded before the metrics file existed gets just that file."""
         try:
-            from apps.analysis.engine.testing.generate import generate
-            from apps.analysis.engine.testing.step_metrics import FILE_NAME, write_step_metrics
+            from rankscope.testing.generate import generate
+            from rankscope.testing.step_metrics import FILE_NAME, write_step_metrics
         except ImportError:
             self.stdout.write("The log generator is not available; the demo incident has no logs.")
             return

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m apps.analysis.engine.testing.generate SCENARIO OUTDIR --ranks 128 [--style torchrun]
+    python -m rankscope.testing.generate SCENARIO OUTDIR --ranks 128 [--style torchrun]
         [--version 2.8] [--wrap 0] [--target-mib 0] [--no-symptom]
 
 Scenarios: data_stall, fabric, oom, xid, nan, time_limit, mismatch, slow_network,

@@ -19,23 +19,29 @@ pc = LazyModule("pyarrow.compute")
 ipc = LazyModule("pyarrow.ipc")
 
 
-# canonical column → type
-CANONICAL: dict[str, pa.DataType] = {
-    "rank": pa.int64(),
-    "step": pa.int64(),
-    "host": pa.string(),
-    "time": pa.string(),
-    "step_time": pa.float64(),  # seconds
-    "compute_time": pa.float64(),  # seconds
-    "comm_time": pa.float64(),  # seconds
-    "loss": pa.float64(),
-    "throughput": pa.float64(),  # tokens or samples per second, as given
-    "grad_norm": pa.float64(),
-    "mem_allocated": pa.float64(),  # GiB
-    "mem_reserved": pa.float64(),  # GiB (allocator reserved / cached)
-    "mem_peak": pa.float64(),  # GiB (max_memory_allocated)
-    "line": pa.int64(),  # 1-based line of the row in its file
+# canonical column → pyarrow type name (names, not types: building a pyarrow type imports
+# pyarrow, ~0.2 s that a job of text logs alone should not pay)
+CANONICAL: dict[str, str] = {
+    "rank": "int64",
+    "step": "int64",
+    "host": "string",
+    "time": "string",
+    "step_time": "float64",  # seconds
+    "compute_time": "float64",  # seconds
+    "comm_time": "float64",  # seconds
+    "loss": "float64",
+    "throughput": "float64",  # tokens or samples per second, as given
+    "grad_norm": "float64",
+    "mem_allocated": "float64",  # GiB
+    "mem_reserved": "float64",  # GiB (allocator reserved / cached)
+    "mem_peak": "float64",  # GiB (max_memory_allocated)
+    "line": "int64",  # 1-based line of the row in its file
 }
+
+
+def canonical_type(name: str) -> pa.DataType:
+    return getattr(pa, CANONICAL[name])()
+
 
 # alias (lower-cased, non-alphanumerics collapsed to "_") → (canonical, scale to seconds)
 _ALIASES: dict[str, tuple[str, float]] = {}
@@ -181,7 +187,7 @@ def normalise_columns(table: pa.Table) -> tuple[pa.Table, list[str]]:
             continue
         canonical, scale = target
         col = table.column(name)
-        want = CANONICAL[canonical]
+        want = canonical_type(canonical)
         try:
             if pa.types.is_string(want):
                 col = pc.cast(col, pa.string())
@@ -250,6 +256,6 @@ class MetricsTable:
                 if n in t.columns:
                     cols[n] = t.table.column(n)
                 else:
-                    cols[n] = pa.nulls(len(t), CANONICAL[n])
+                    cols[n] = pa.nulls(len(t), canonical_type(n))
             parts.append(pa.table(cols))
         return cls(pa.concat_tables(parts))

@@ -15,7 +15,7 @@ next all-reduce see part of that as communication time.
 
 Usage::
 
-    python -m apps.analysis.engine.testing.step_metrics OUTDIR   # reads OUTDIR/manifest.json
+    python -m rankscope.testing.step_metrics OUTDIR   # reads OUTDIR/manifest.json
 """
 
 from __future__ import annotations

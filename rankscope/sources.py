@@ -1,7 +1,7 @@
 """``read_paths``: files, directories and archives → ``(name, binary stream)`` pairs.
 
 Archives are NOT expanded here: that is the job of the shared archive-safety
-module ``apps.lib.archives`` (the same rules as uploads: members stay in a
+module ``rankscope.archives`` (the same rules as uploads: members stay in a
 private temporary space, no ``..``/absolute paths, size and ratio limits).
 A rejected member (``..`` path, link, bomb, corrupt) becomes a stream that
 fails on first read, so ``parse_artifact`` reports it in the artifact list and
@@ -16,14 +16,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-_MAGIC = (
-    (0, b"\x1f\x8b"),  # gzip
-    (0, b"PK\x03\x04"),  # zip
-    (0, b"BZh"),  # bzip2
-    (0, b"\xfd7zXZ\x00"),  # xz
-    (0, b"\x28\xb5\x2f\xfd"),  # zstd
-    (257, b"ustar"),  # tar
-)
+from . import archives
 
 
 class UnreadableStream(io.RawIOBase):
@@ -39,22 +32,10 @@ class UnreadableStream(io.RawIOBase):
         raise OSError(self.reason)
 
 
-def is_archive(head: bytes) -> bool:
-    return any(head[off : off + len(m)] == m for off, m in _MAGIC)
+is_archive = archives.is_archive
 
 
 def _expand(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:
-    try:
-        from apps.lib import archives
-    except ImportError:
-        yield (
-            name,
-            UnreadableStream(
-                "archive expansion needs apps.lib.archives, which is not available; "
-                "extract the archive and pass the directory"
-            ),
-        )
-        return
     yielded = 0
     try:
         for member in archives.iter_members(path, name):
@@ -78,7 +59,8 @@ def _expand(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:
             yield name, UnreadableStream(f"archive unreadable: {exc}")
 
 
-def _one(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:
+def read_one(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:
+    """One file as ``(name, stream)``: itself, or each member when it is an archive/compressed."""
     try:
         f = open(path, "rb")  # noqa: SIM115 — closed below, after the consumer is done
     except OSError as exc:
@@ -123,4 +105,4 @@ def read_paths(paths: Iterable[str | os.PathLike[str]]) -> Iterator[tuple[str, B
         if not path.exists():
             yield name, UnreadableStream("no such file or directory")
             continue
-        yield from _one(path, name)
+        yield from read_one(path, name)

@@ -7,7 +7,7 @@ Everything here is JSON-serialisable through ``to_json``/``from_json`` so a
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 # Bounds that keep one ParseResult small whatever the input size.
@@ -38,7 +38,11 @@ class Event:
     file: str = ""
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        # Not dataclasses.asdict: its recursive deep copy was a tenth of a large job's
+        # triage. ``fields`` holds JSON scalars and flat lists; one level of copy is enough.
+        d = {name: getattr(self, name) for name in self.__slots__}
+        d["fields"] = dict(self.fields)
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Event:
@@ -56,7 +60,7 @@ class RankInfo:
     lines_seen: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RankInfo:

@@ -1,7 +1,7 @@
 """Safe, streaming expansion of uploaded archives (pure Python, no Django).
 
 Shared by the web/CLI ingest (``apps.ingest.services``) and the engine's offline
-CLI (``apps.analysis.engine.sources``), so an archive is judged by the same rules
+CLI (``rankscope.sources``), so an archive is judged by the same rules
 wherever it is read. Nothing is ever extracted to disk under a name taken from
 the archive: each member is handed to the caller as a stream.
 
@@ -19,7 +19,7 @@ be read any further (corrupt zip, truncated gzip/tar, expanded total or ratio
 exceeded): members already yielded stay valid, the rest are not read.
 
 Formats (told by magic bytes, not by name): gzip (``.gz``; a gzip of a tar is a
-``.tar.gz``/``.tgz``), tar (plain, or gzip/bzip2/xz compressed), zip; anything else
+``.tar.gz``/``.tgz``), zstd (``.zst``), tar (plain, or gzip/bzip2/xz/zstd compressed), zip; anything else
 is one plain member: the input itself. Archives inside archives are expanded
 too, up to ``Limits.max_depth`` levels.
 
@@ -52,6 +52,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, BinaryIO
+
+import zstandard
 
 CHUNK = 1 << 20
 PASS_CHUNK = 64 << 10
@@ -104,14 +106,19 @@ class Member:
         yield self.rejected if self.rejected is not None else self.open()
 
 
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
 def kind_of(head: bytes) -> str:
-    """``gzip``, ``bzip2``, ``xz``, ``zip``, ``tar`` or ``plain`` from the first 512 bytes."""
+    """``gzip``, ``bzip2``, ``xz``, ``zstd``, ``zip``, ``tar`` or ``plain`` from the first 512 bytes."""
     if head[:2] == b"\x1f\x8b":
         return "gzip"
     if head[:3] == b"BZh" and head[3:4].isdigit():
         return "bzip2"
     if head[:6] == b"\xfd7zXZ\x00":
         return "xz"
+    if head[:4] == ZSTD_MAGIC:
+        return "zstd"
     if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
         return "zip"
     if head[257:262] == b"ustar":
@@ -192,10 +199,19 @@ def _translate(exc: BaseException) -> str:
         return f"corrupt tar: {exc}"
     if isinstance(exc, lzma.LZMAError):
         return f"corrupt xz data: {exc}"
+    if isinstance(exc, zstandard.ZstdError):
+        return f"corrupt zstd data: {exc}"
     return f"unreadable: {type(exc).__name__}: {exc}"
 
 
-_DECODE_ERRORS = (EOFError, zlib.error, zipfile.BadZipFile, tarfile.TarError, lzma.LZMAError)
+_DECODE_ERRORS: tuple[type[BaseException], ...] = (
+    EOFError,
+    zlib.error,
+    zipfile.BadZipFile,
+    tarfile.TarError,
+    lzma.LZMAError,
+    zstandard.ZstdError,
+)
 _READ_ERRORS = (*_DECODE_ERRORS, OSError)
 
 
@@ -309,9 +325,8 @@ def _expand(
     kind = kind_of(head) if depth <= state.limits.max_depth else "plain"
     if kind == "plain":
         yield from _single(stream, name, state, compressed=outer_compressed)
-    elif kind in ("gzip", "bzip2", "xz"):
-        opener = {"gzip": gzip.GzipFile, "bzip2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
-        decoded = opener(fileobj=stream, mode="rb")  # type: ignore[call-arg]
+    elif kind in ("gzip", "bzip2", "xz", "zstd"):
+        decoded = _decompressor(kind, stream)
         inner = _buffered(_Passthrough(decoded))
         try:
             inner_head = _peek(inner)
@@ -325,6 +340,51 @@ def _expand(
         yield from _tar(stream, name, state, depth=depth, compressed=outer_compressed)
     elif kind == "zip":
         yield from _zip(stream, name, state, depth=depth)
+
+
+def _decompressor(kind: str, stream: BinaryIO) -> IO[bytes]:
+    if kind == "zstd":
+        return _ZstdReader(stream)
+    opener = {"gzip": gzip.GzipFile, "bzip2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
+    return opener(fileobj=stream, mode="rb")  # type: ignore[call-arg]
+
+
+class _ZstdReader(io.RawIOBase):
+    """zstd frames one after another (appended logs), and a clear error when cut short.
+
+    zstandard's ``stream_reader`` ends quietly at the end of its input even in the
+    middle of a frame, so a truncated ``.zst`` would read as a shorter (or empty) log:
+    a frame still open when the input ends raises ``EOFError`` here, like gzip does.
+    """
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self.raw = raw
+        self.frame = zstandard.ZstdDecompressor().decompressobj()
+        self.pending = memoryview(b"")
+        self.started = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
+        while not self.pending:
+            chunk = self.raw.read(PASS_CHUNK)
+            if not chunk:
+                if self.started and not self.frame.eof:
+                    raise EOFError("zstd frame cut short")
+                return 0
+            out = []
+            while chunk:
+                if self.frame.eof:  # the previous frame ended: the rest is the next one
+                    self.frame = zstandard.ZstdDecompressor().decompressobj()
+                self.started = True
+                out.append(self.frame.decompress(chunk))
+                chunk = self.frame.unused_data if self.frame.eof else b""
+            self.pending = memoryview(out[0] if len(out) == 1 else b"".join(out))
+        n = min(len(b), len(self.pending))
+        b[:n] = self.pending[:n]
+        self.pending = self.pending[n:]
+        return n
 
 
 class _Passthrough(io.RawIOBase):
@@ -346,7 +406,8 @@ class _Passthrough(io.RawIOBase):
 
 def _strip_suffix(name: str, kind: str) -> str:
     low = name.lower()
-    for suf in {"gzip": (".gz", ".gzip"), "bzip2": (".bz2",), "xz": (".xz",)}[kind]:
+    suffixes = {"gzip": (".gz", ".gzip"), "bzip2": (".bz2",), "xz": (".xz",), "zstd": (".zst",)}
+    for suf in suffixes[kind]:
         if low.endswith(suf) and len(name) > len(suf):
             return name[: -len(suf)]
     return name

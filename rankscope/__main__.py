@@ -1,0 +1,5 @@
+"""``python -m rankscope triage PATH…``: the same as the ``rankscope`` command."""
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,206 @@
+"""``rankscope triage PATH…``: the offline triage on files, directories and archives.
+
+No server, no database, no Django: ``pip install .`` (or ``pipx install .``) gives the
+``rankscope`` command; ``manage.py triage`` and ``python -m rankscope`` are aliases.
+Every file is parsed with ``parse_artifact`` in parallel processes (``--jobs``; members
+of a ``.tar.gz`` and single ``.gz``/``.zst``/``.xz``/``.bz2`` logs are streamed through
+their decompressor in the process that reads them), each result is round-tripped
+through ``to_json``/``from_json`` exactly as the web stores it, and ``analyze`` runs
+once over all of them — so the output is what the web shows for the same files.
+
+Exit codes a script can use: 0 no failure found, 1 a failure (crash, hang, slowdown,
+divergence) was found, 2 bad usage or no readable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_all_start_methods, get_context
+from pathlib import Path
+from typing import Any, TextIO
+
+from . import ENGINE_VERSION
+from .document import analyze
+from .metrics import MetricsTable
+from .model import Options, ParseResult
+from .parsers import parse_artifact, parser_for
+from .render import render_markdown, render_text
+from .scan import get_scanner, set_scanner
+from .sources import iter_files, read_one
+
+FORMATS = ("json", "markdown", "text")
+EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2
+
+Packed = tuple[dict[str, Any], bytes | None]
+
+
+def _pack(r: ParseResult) -> Packed:
+    return r.to_json(), (r.metrics.to_bytes() if r.metrics is not None else None)
+
+
+def _unpack(packed: Packed) -> ParseResult:
+    d, m = packed
+    return ParseResult.from_json(d, metrics=MetricsTable.read(io.BytesIO(m)) if m else None)
+
+
+def _parse_file(path: str, name: str, scanner: str | None) -> list[Packed]:
+    """Every artifact in one file (one, or an archive's members), packed for the parent."""
+    if scanner and get_scanner().name != scanner:
+        set_scanner(scanner)
+    return [_pack(parse_artifact(stream, name=n)) for n, stream in read_one(Path(path), name)]
+
+
+def parse_paths(
+    paths: Iterable[str | os.PathLike[str]], *, jobs: int = 0, scanner: str | None = None
+) -> list[ParseResult]:
+    """Parse everything under ``paths``, files in ``jobs`` processes (0 = CPU count)."""
+    jobs = jobs or os.cpu_count() or 1
+    files = [(str(path), name) for name, path in iter_files(paths)]
+    if scanner:
+        set_scanner(scanner)
+    if jobs <= 1 or len(files) <= 1:
+        return [_unpack(p) for path, name in files for p in _parse_file(path, name, scanner)]
+    # compile the prefilter and load the parsers once, here, so forked workers inherit them
+    # (otherwise every worker pays ~0.2 s for both before its first file)
+    get_scanner()
+    parser_for("rank_log")
+    # largest files first, so no worker is left alone with a big one at the end
+    order = sorted(range(len(files)), key=lambda i: -_size(files[i][0]))
+    ctx = get_context("fork") if "fork" in get_all_start_methods() else get_context()
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        done = pool.map(
+            _parse_file,
+            [files[i][0] for i in order],
+            [files[i][1] for i in order],
+            [scanner] * len(files),
+            chunksize=max(1, min(8, len(files) // (jobs * 8))),
+        )
+        # unpacked as they arrive, while the workers go on parsing
+        by_index = {i: [_unpack(p) for p in r] for i, r in zip(order, done, strict=True)}
+    return [r for i in range(len(files)) for r in by_index[i]]
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def render(doc: dict[str, Any], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n"
+    if fmt == "markdown":
+        return render_markdown(doc)
+    return render_text(doc)
+
+
+def diagnose(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    jobs: int = 0,
+    options: Options | None = None,
+    scanner: str | None = None,
+) -> dict[str, Any]:
+    """Parse + analyze: the triage document for ``paths``."""
+    return analyze(parse_paths(paths, jobs=jobs, scanner=scanner), options=options)
+
+
+def triage(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    fmt: str = "text",
+    jobs: int = 0,
+    options: Options | None = None,
+    scanner: str | None = None,
+) -> str:
+    """Parse + analyze + render; the whole offline pipeline in one call."""
+    return render(diagnose(paths, jobs=jobs, options=options, scanner=scanner), fmt)
+
+
+def add_triage_arguments(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("paths", nargs="+", metavar="PATH", help="log files, directories or archives")
+    p.add_argument("--format", choices=FORMATS, default="text", help="output format")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the result here, not stdout")
+    p.add_argument("--jobs", type=int, default=0, help="parser processes (default: CPU count)")
+    p.add_argument(
+        "--scanner", choices=["hyperscan", "re"], default=None, help="force a prefilter engine"
+    )
+    p.add_argument("--straggler-score", type=float, default=Options().straggler_score)
+    return p
+
+
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
+    """The ``triage`` arguments (``manage.py triage`` adds them to its own parser)."""
+    return add_triage_arguments(
+        parser
+        or argparse.ArgumentParser(
+            prog="rankscope triage",
+            description="Triage a distributed training job from its logs.",
+        )
+    )
+
+
+def run(args: argparse.Namespace, out: TextIO) -> int:
+    """Run ``triage`` for parsed arguments; returns the exit code (see the module doc)."""
+    missing = [p for p in args.paths if not Path(p).exists()]
+    for p in missing:
+        print(f"rankscope triage: {p}: no such file or directory", file=sys.stderr)
+    if missing:
+        return EXIT_USAGE
+    opts = Options(straggler_score=args.straggler_score)
+    results = parse_paths(args.paths, jobs=args.jobs, scanner=args.scanner)
+    if not results:
+        print("rankscope triage: no files under the given paths", file=sys.stderr)
+        return EXIT_USAGE
+    unreadable = [r for r in results if r.error]
+    for r in unreadable:
+        print(f"rankscope triage: {r.name}: {r.error}", file=sys.stderr)
+    if len(unreadable) == len(results):
+        return EXIT_USAGE
+    doc = analyze(results, options=opts)
+    text = render(doc, args.format)
+    output = getattr(args, "output", None)
+    if output:
+        try:
+            Path(output).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            print(f"rankscope triage: cannot write {output}: {exc.strerror}", file=sys.stderr)
+            return EXIT_USAGE
+    else:
+        out.write(text)
+    return EXIT_OK if doc["triage"]["shape"] == "none" else EXIT_FAILURE_FOUND
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    top = argparse.ArgumentParser(
+        prog="rankscope",
+        description="Find out why a distributed training job crashed, hung, slowed down or "
+        "diverged, from every rank's logs (offline: no server needed).",
+    )
+    top.add_argument("--version", action="version", version=f"rankscope {ENGINE_VERSION}")
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_triage_arguments(
+        sub.add_parser(
+            "triage",
+            help="diagnose a job from its log files, directories or archives",
+            description="Diagnose a job from its log files, directories or archives. "
+            "Exit status: 0 no failure found, 1 failure found, 2 bad usage or unreadable input.",
+        )
+    )
+    args = top.parse_args(argv)
+    try:
+        return run(args, sys.stdout)
+    except BrokenPipeError:  # `rankscope triage … | head`
+        sys.stderr.close()
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,193 @@
+"""The offline triage a login node installs: the wheel, the `rankscope` command, its contract.
+
+The wheel is built from this checkout and installed into a fresh virtualenv with no
+network: its dependencies (hyperscan, numpy, pyarrow, zstandard) are borrowed from the
+test virtualenv through a ``.pth`` file, so what runs is the installed package, from a
+directory where the checkout cannot be imported.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+import venv
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zstandard
+
+from apps.analysis import services as analysis_services
+from apps.incidents.services import incident_create
+from apps.ingest.models import Artifact
+from apps.ingest.services import artifact_parse, artifact_upload
+from rankscope import cli
+from rankscope.testing.generate import generate
+
+ROOT = Path(__file__).resolve().parent.parent
+WEB_STACK = ("django", "celery", "rest_framework", "kombu", "apps")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtualenv with the rankscope wheel installed; returns its bin/ directory."""
+    base = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(base / "dist"),
+            str(ROOT),
+        ],
+        check=True,
+        cwd=base,
+    )
+    (wheel,) = (base / "dist").glob("rankscope-*.whl")
+    env_dir = base / "venv"
+    venv.create(env_dir, with_pip=True)
+    bindir = env_dir / "bin"
+    site = subprocess.run(
+        [str(bindir / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    # The engine's dependencies, without a network: the test virtualenv's site-packages,
+    # *after* the fresh one, so the installed rankscope wins over nothing else.
+    Path(site, "_deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    subprocess.run(
+        [
+            str(bindir / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            str(wheel),
+        ],
+        check=True,
+    )
+    return bindir
+
+
+def _run(bindir: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "DJANGO_SETTINGS_MODULE")}
+    return subprocess.run(
+        [str(bindir / "rankscope"), *args], cwd=cwd, env=env, capture_output=True, text=True
+    )
+
+
+def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document without the run's own bookkeeping (durations)."""
+    return {k: v for k, v in doc.items() if k != "analysis"}
+
+
+@pytest.fixture(scope="module")
+def oom_job(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    out = tmp_path_factory.mktemp("job")
+    expected = generate("oom", out, ranks=16)["expected"]
+    (out / "manifest.json").unlink()
+    return out, expected
+
+
+def test_the_installed_command_diagnoses_a_job_without_the_checkout(installed, oom_job, tmp_path):
+    job, expected = oom_job
+    files = sorted(str(p) for p in job.iterdir())
+    where = _run(installed, "--version", cwd=tmp_path)
+    assert where.returncode == 0 and where.stdout.startswith("rankscope ")
+    done = _run(installed, "triage", *files, "--format", "json", cwd=tmp_path)
+    assert done.returncode == cli.EXIT_FAILURE_FOUND, done.stderr
+    doc = json.loads(done.stdout)
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == (
+        expected["shape"],
+        expected["category"],
+    )
+    assert doc["localization"]["culprit_ranks"] == expected["culprit_ranks"]
+    # what ran is the installed package, and it loaded no part of the web stack
+    probe = subprocess.run(
+        [str(installed / "python"), "-c", _PROBE, *files],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    origin, loaded = json.loads(probe.stdout)
+    assert origin.startswith(str(installed.parent)), origin
+    assert [m for m in loaded if m.split(".")[0] in WEB_STACK] == []
+
+
+_PROBE = """
+import io, json, sys, contextlib
+import rankscope
+from rankscope.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["triage", *sys.argv[1:], "--format", "json"])
+print(json.dumps([rankscope.__file__, sorted(sys.modules)]))
+"""
+
+
+@pytest.mark.django_db
+def test_the_command_gives_the_same_document_as_the_web_analysis(
+    installed, oom_job, team, owner, tmp_path
+):
+    job, _ = oom_job
+    files = sorted(job.iterdir())
+    offline = _run(installed, "triage", *map(str, files), "--format", "json", cwd=tmp_path)
+    incident = incident_create(team=team, title="16-rank OOM", actor=owner)
+    for path in files:
+        with path.open("rb") as fp:
+            artifact_upload(incident=incident, fileobj=fp, name=path.name, actor=owner)
+    for artifact in Artifact.objects.filter(incident=incident):
+        artifact_parse(artifact_id=artifact.pk)
+    run = analysis_services.analysis_request(incident=incident, trigger="manual", actor=owner)
+    run = analysis_services.analysis_execute(run_id=run.pk, task_id=run.task_id)
+    assert _comparable(json.loads(offline.stdout)) == _comparable(run.document)
+
+
+def test_exit_codes_and_output_file(installed, tmp_path):
+    healthy = tmp_path / "train.log"
+    healthy.write_text("step 1 loss 2.1\nstep 2 loss 2.0\nTraining completed.\n")
+    assert _run(installed, "triage", str(healthy), cwd=tmp_path).returncode == cli.EXIT_OK
+    missing = _run(installed, "triage", str(tmp_path / "nope.log"), cwd=tmp_path)
+    assert missing.returncode == cli.EXIT_USAGE
+    assert "nope.log: no such file or directory" in missing.stderr
+    assert _run(installed, "triage", cwd=tmp_path).returncode == cli.EXIT_USAGE
+    out = tmp_path / "verdict.md"
+    crashed = tmp_path / "rank_3.log"
+    crashed.write_text(
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+        "GPU 3 has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n"
+    )
+    done = _run(
+        installed, "triage", str(crashed), "--format", "markdown", "-o", str(out), cwd=tmp_path
+    )
+    assert done.returncode == cli.EXIT_FAILURE_FOUND and done.stdout == ""
+    assert "OOM" in out.read_text()
+
+
+def test_compressed_rank_logs_are_read_as_streams(oom_job, tmp_path):
+    job, expected = oom_job
+    for i, path in enumerate(sorted(job.iterdir())):
+        data = path.read_bytes()
+        if i % 2:
+            (tmp_path / f"{path.name}.zst").write_bytes(zstandard.ZstdCompressor().compress(data))
+        else:
+            (tmp_path / f"{path.name}.gz").write_bytes(gzip.compress(data))
+    doc = cli.diagnose(sorted(tmp_path.iterdir()), jobs=2)
+    plain = cli.diagnose(sorted(job.iterdir()), jobs=2)
+    assert doc["triage"] == plain["triage"]
+    assert doc["localization"]["culprit_ranks"] == expected["culprit_ranks"]
+    # evidence names the log, not its compressed container
+    assert sorted(a["name"] for a in doc["artifacts"]) == sorted(p.name for p in job.iterdir())
+    assert _comparable(doc)["findings"] == _comparable(plain)["findings"]
