@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from apps.analysis.engine.testing.generate import SCENARIOS
+from rankscope.testing.generate import SCENARIOS
 
 from .conftest import Jobs
 
