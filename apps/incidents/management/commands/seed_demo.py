@@ -51,6 +51,8 @@ class Command(BaseCommand):
         incident = Incident.objects.filter(
             team=team, title__in=(DEMO_TITLE, *EARLIER_TITLES)
         ).first()
+        if incident is not None and incident.title != DEMO_TITLE:
+            Incident.objects.filter(pk=incident.pk).update(title=DEMO_TITLE)
         if incident is None:
             now = timezone.now()
             incident = incident_create(
