@@ -203,3 +203,16 @@ def test_an_empty_file_and_a_corrupt_archive_say_what_is_wrong(owner_client, inc
     )
     (out,) = resp.json()["outcomes"]
     assert "not a readable archive" in out["message"] and "binary" not in out["message"]
+
+
+def test_a_metrics_file_with_an_unreadable_column_is_not_a_green_parsed(
+    owner_client, incident, owner
+):
+    csv = b"step,rank,loss,step_time\n1,0,2.1,abc\n2,0,2.0,xyz\n"
+    a = services.artifact_upload(
+        incident=incident, fileobj=io.BytesIO(csv), name="metrics.csv", actor=owner
+    )[0].artifact
+    services.artifact_parse(artifact_id=a.pk)
+    html = owner_client.get(reverse("ingest:list", args=[incident.code])).content.decode()
+    assert '<span class="badge warn">Parsed, 1 warning</span>' in html
+    assert "step_time" in html  # the warning itself says which column
