@@ -106,6 +106,13 @@ def _why(text: Any) -> str:
     return q if q.lower().startswith("why") else f"Why? {q}"
 
 
+def _gpus(inc: dict[str, Any], pm: Any) -> str:
+    count = inc.get("gpu_count") or (pm.cost_inputs or {}).get("gpu_count")
+    if not count:
+        return "—"
+    return f"{fmt_input(count)} × {inc.get('gpu_type') or 'GPU'}"
+
+
 def _num(mean: Any, trials: Any) -> str:
     if mean is None:
         return "—"
@@ -187,7 +194,7 @@ def _render(ctx: dict[str, Any]) -> str:
             ["Team", inc.get("team", "")],
             ["Cluster", inc.get("cluster", "")],
             ["Job ids", ", ".join(job_ids)],
-            ["GPUs", f"{fmt_input(inc.get('gpu_count'))} × {inc.get('gpu_type') or 'GPU'}"],
+            ["GPUs", _gpus(inc, pm)],
             ["Owner", ctx.get("owner", "")],
             ["Approved by", ", ".join(a["approver"] for a in ctx.get("approvals", []))],
         ],
@@ -267,7 +274,9 @@ def _render(ctx: dict[str, Any]) -> str:
         out += [f"    {step}" for step in cost.steps]
         out.append("")
         if cost.missing:
-            out += [f"Missing inputs: {md_cell(', '.join(cost.missing))}", ""]
+            labels = {name: label for name, label, _ in INPUT_LABELS}
+            missing = ", ".join(labels.get(m, m) for m in cost.missing)
+            out += [f"Missing inputs (their terms count as zero): {md_cell(missing)}", ""]
 
     out += ["## Trigger and leadup", "", *_para(pm.trigger)]
     out += ["## Detection", "", *_para(pm.detection)]

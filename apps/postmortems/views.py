@@ -52,6 +52,10 @@ def _cost_context(pm: PostMortem, form: CostForm | None = None) -> dict[str, Any
         "cost_form": form,
         "cost_sources": sources,
         "waste_source": sources.get("waste_fraction", ""),
+        "missing_labels": [
+            {n: label for n, label, _ in INPUT_LABELS}.get(m, m)
+            for m in (cost.missing if cost else [])
+        ],
         "show_undetected": services.cost_shows_undetected(postmortem=pm),
         "comments_by_section": {
             "cost": list(pm.comments.filter(section="cost").select_related("author"))
