@@ -182,7 +182,9 @@ def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
             },
         }
     ]
-    height = min(900, 120 + 14 * len(rows))
+    # Tall enough for the colour bar's role labels even on a one-node job (they overlapped
+    # into a blob at 14 px per row).
+    height = min(900, max(120 + 14 * len(rows), 90 + 26 * n))
     layout = _layout(
         "Rank map (nodes x local ranks)",
         height=height,
@@ -445,7 +447,13 @@ def loss_figure(table: Any) -> dict[str, Any] | None:
         yaxis={"title": {"text": series[0][0]}},
     )
     if len(series) > 1:
-        layout["yaxis2"] = {"title": {"text": series[1][0]}, "overlaying": "y", "side": "right"}
+        # automargin: the right axis' title and ticks get room instead of being clipped
+        layout["yaxis2"] = {
+            "title": {"text": series[1][0]},
+            "overlaying": "y",
+            "side": "right",
+            "automargin": True,
+        }
     note = f"First non-finite loss at step {bad_steps[0]}" if bad_steps else ""
     return _figure("loss", "Loss and gradient norm", data, layout, note=note)
 

@@ -134,6 +134,14 @@ def _evidence_of(doc: dict[str, Any], ranks: set[int]) -> list[dict[str, Any]]:
     return refs[:3]
 
 
+# triage.when as a person says it ("one rank · after hours" read as "outside office hours").
+_WHEN = {
+    "immediately": "at start-up",
+    "after_warmup": "after warm-up",
+    "after_hours": "after hours of training",
+}
+
+
 @dataclass
 class FirstScreen:
     """What broke, where, and what to do first — each claim with its evidence."""
@@ -186,7 +194,7 @@ def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
         summary=str(triage.get("summary") or root.get("summary") or ""),
         confidence=triage.get("confidence"),
         scope=str(triage.get("scope") or "").replace("_", " "),
-        when=str(triage.get("when") or "").replace("_", " "),
+        when=_WHEN.get(str(triage.get("when") or ""), ""),
         what_evidence=what_ev[:3],
         culprit_ranks=rank_ranges(list(culprits)),
         culprit_hosts=[str(h) for h in (loc.get("culprit_hosts") or [])][:12],

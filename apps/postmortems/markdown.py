@@ -57,7 +57,14 @@ _LINKER: contextvars.ContextVar[Callable[[str, Any], str] | None] = contextvars.
 )
 
 
-def _t(value: Any) -> str:
+def _iso_seconds(value: Any) -> Any:
+    try:
+        return dt.datetime.fromisoformat(str(value)).isoformat(timespec="seconds")
+    except ValueError:
+        return value
+
+
+def format_time(value: Any) -> str:
     """A stored time to the second: "2026-11-21 13:00:03 UTC" for aware times (shown in the
     server's time zone), "2026-11-21 13:00:03" for log times (the logs' own clock)."""
     if value in (None, ""):
@@ -73,6 +80,9 @@ def _t(value: Any) -> str:
         return when.strftime("%Y-%m-%d %H:%M:%S")
     when = when.astimezone(ZoneInfo(settings.TIME_ZONE))
     return when.strftime("%Y-%m-%d %H:%M:%S ") + (when.tzname() or "")
+
+
+_t = format_time
 
 
 def _ref(ref: dict[str, Any], *, in_table: bool = False) -> str:
@@ -96,6 +106,13 @@ def _why(text: Any) -> str:
     return q if q.lower().startswith("why") else f"Why? {q}"
 
 
+def _gpus(inc: dict[str, Any], pm: Any) -> str:
+    count = inc.get("gpu_count") or (pm.cost_inputs or {}).get("gpu_count")
+    if not count:
+        return "—"
+    return f"{fmt_input(count)} × {inc.get('gpu_type') or 'GPU'}"
+
+
 def _num(mean: Any, trials: Any) -> str:
     if mean is None:
         return "—"
@@ -104,6 +121,15 @@ def _num(mean: Any, trials: Any) -> str:
     except (TypeError, ValueError):
         text = str(mean)
     return text + (f" (n={trials})" if trials else "")
+
+
+def _change(before: Any, after: Any) -> float | None:
+    try:
+        b = sum(map(float, before)) / len(before)
+        a = sum(map(float, after)) / len(after)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    return (a - b) / abs(b) if b else None
 
 
 def _pct(change: Any) -> str:
@@ -153,7 +179,7 @@ def _render(ctx: dict[str, Any]) -> str:
         f"cost_usd: {_yaml(round(cost.cost_usd, 2) if cost and cost.cost_usd is not None else None)}",
         f"owner: {_yaml(ctx.get('owner', ''))}",
         f"revision: {pm.revision}",
-        f"snapshot_taken_at: {_yaml(snap.get('taken_at'))}",
+        f"snapshot_taken_at: {_yaml(_iso_seconds(snap.get('taken_at')))}",
         "---",
         "",
         f"# {md_text(pm.title)}",
@@ -168,7 +194,7 @@ def _render(ctx: dict[str, Any]) -> str:
             ["Team", inc.get("team", "")],
             ["Cluster", inc.get("cluster", "")],
             ["Job ids", ", ".join(job_ids)],
-            ["GPUs", f"{fmt_input(inc.get('gpu_count'))} × {inc.get('gpu_type') or 'GPU'}"],
+            ["GPUs", _gpus(inc, pm)],
             ["Owner", ctx.get("owner", "")],
             ["Approved by", ", ".join(a["approver"] for a in ctx.get("approvals", []))],
         ],
@@ -205,9 +231,13 @@ def _render(ctx: dict[str, Any]) -> str:
         out += [f"_Cost not computed: {md_text(ctx.get('cost_error', 'no inputs'))}_", ""]
     else:
         inputs = cost.inputs.to_json()
+        sources = ctx.get("cost_sources") or {}
         out += _table(
-            ["Input", "Value"],
-            [[label, fmt_input(inputs[name])] for name, label, _ in INPUT_LABELS],
+            ["Input", "Value", "Source"],
+            [
+                [label, fmt_input(inputs[name]), sources.get(name, "—")]
+                for name, label, _ in INPUT_LABELS
+            ],
         )
         out.append("")
         out += _table(
@@ -215,22 +245,38 @@ def _render(ctx: dict[str, Any]) -> str:
             [
                 [
                     "Waste fraction",
-                    f"{fmt_fraction(cost.waste_fraction)} — {cost.waste_fraction_source}",
+                    f"{fmt_fraction(cost.waste_fraction)} — "
+                    + (
+                        sources.get("waste_fraction", "entered")
+                        if cost.waste_fraction_source == "entered"
+                        else cost.waste_fraction_source
+                    ),
                 ],
                 ["Degraded GPU-hours", fmt_hours(cost.degraded_gpu_hours)],
                 ["Downtime GPU-hours", fmt_hours(cost.downtime_gpu_hours)],
                 ["Recomputed GPU-hours", fmt_hours(cost.recompute_gpu_hours)],
                 ["**GPU-hours lost**", fmt_hours(cost.gpu_hours_lost)],
                 ["**Cost**", fmt_usd(cost.cost_usd)],
-                ["GPU-hours if undetected", fmt_hours(cost.undetected_gpu_hours)],
-                ["Cost if undetected for the rest of the run", fmt_usd(cost.undetected_cost_usd)],
-            ],
+            ]
+            + (
+                [
+                    ["GPU-hours if undetected", fmt_hours(cost.undetected_gpu_hours)],
+                    [
+                        "Cost if undetected for the rest of the run",
+                        fmt_usd(cost.undetected_cost_usd),
+                    ],
+                ]
+                if ctx.get("show_undetected", True)
+                else []
+            ),
         )
         out += ["", "Arithmetic:", ""]
         out += [f"    {step}" for step in cost.steps]
         out.append("")
         if cost.missing:
-            out += [f"Missing inputs: {md_cell(', '.join(cost.missing))}", ""]
+            labels = {name: label for name, label, _ in INPUT_LABELS}
+            missing = ", ".join(labels.get(m, m) for m in cost.missing)
+            out += [f"Missing inputs (their terms count as zero): {md_cell(missing)}", ""]
 
     out += ["## Trigger and leadup", "", *_para(pm.trigger)]
     out += ["## Detection", "", *_para(pm.detection)]
@@ -439,8 +485,8 @@ def _render(ctx: dict[str, Any]) -> str:
                     metric,
                     ", ".join(map(str, baseline.get(metric) or [])),
                     ", ".join(map(str, post.get(metric) or [])),
-                    "",
-                    "",
+                    _pct(_change(baseline.get(metric), post.get(metric))),
+                    "—",
                 ]
                 for metric in sorted(set(baseline) | set(post))
             ]

@@ -448,6 +448,34 @@ def incident_signature_refresh(*, incident: Incident) -> IncidentSignature | Non
     return signature
 
 
+# Cost inputs the draft takes from the incident's own fields, not from the logs.
+_INCIDENT_INPUTS = {"gpu_hour_usd", "remaining_run_hours"}
+
+
+def cost_sources(*, postmortem: PostMortem) -> dict[str, str]:
+    """Per cost input: "from the logs" or "from the incident" (still the drafted value),
+    or "entered" (someone typed it)."""
+    prefill = (postmortem.snapshot or {}).get("cost_prefill") or {}
+    out = {}
+    for name, value in (postmortem.cost_inputs or {}).items():
+        if value is None:
+            continue
+        same = name in prefill and prefill[name] == value
+        if not same:
+            out[name] = "entered"
+        elif name in _INCIDENT_INPUTS or (name == "gpu_count" and postmortem.incident.gpu_count):
+            out[name] = "from the incident"
+        else:
+            out[name] = "from the logs"
+    return out
+
+
+def cost_shows_undetected(*, postmortem: PostMortem) -> bool:
+    """Cost if undetected only means something for a job that kept running degraded."""
+    shape = str(((postmortem.snapshot or {}).get("triage") or {}).get("shape") or "")
+    return shape in {"slow", "diverge", ""}
+
+
 def postmortem_context(*, postmortem: PostMortem) -> dict[str, Any]:
     """Everything the page and the markdown show beyond the model's own fields."""
     from apps.postmortems.selectors import similar_incidents
@@ -480,6 +508,8 @@ def postmortem_context(*, postmortem: PostMortem) -> dict[str, Any]:
         "postmortem": postmortem,
         "cost": cost,
         "cost_error": cost_error,
+        "cost_sources": cost_sources(postmortem=postmortem),
+        "show_undetected": cost_shows_undetected(postmortem=postmortem),
         "phases": phases,
         "approvals": approvals,
         "revisions": revisions,

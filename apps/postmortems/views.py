@@ -44,11 +44,19 @@ def _cost_context(pm: PostMortem, form: CostForm | None = None) -> dict[str, Any
     cost, cost_error = services.postmortem_cost(postmortem=pm)
     if form is None:
         form = CostForm(initial=pm.cost_inputs)
+    sources = services.cost_sources(postmortem=pm)
     return {
         "postmortem": pm,
         "cost": cost,
         "cost_error": cost_error,
         "cost_form": form,
+        "cost_sources": sources,
+        "waste_source": sources.get("waste_fraction", ""),
+        "missing_labels": [
+            {n: label for n, label, _ in INPUT_LABELS}.get(m, m)
+            for m in (cost.missing if cost else [])
+        ],
+        "show_undetected": services.cost_shows_undetected(postmortem=pm),
         "comments_by_section": {
             "cost": list(pm.comments.filter(section="cost").select_related("author"))
         },

@@ -525,7 +525,7 @@ class ProposalsAnalyzer:
         return [
             {
                 "id": f"why-{_slug(cat)}-{_slug(chain[0]['event'])[:32]}",
-                "title": f"Five Whys: {chain[-1]['event'][:60]}",
+                "title": f"Five Whys: {_short_event(chain[-1]['event'])}",
                 "levels": levels[:7],
                 "contributing_factors": factors[:8],
             }

@@ -140,6 +140,12 @@ def test_on_call_engineer_investigates_an_incident_end_to_end(
         page.locator("#section-whys .root-cause").inner_text().count("No maximum sequence length")
     )
     assert WhyChain.objects.get(incident=incident).steps.count() == 3
+    # A level can be corrected in place, and removed.
+    chain = page.locator("#section-whys article.chain").first
+    chain.locator("summary", has_text="Edit or remove level 2").click()
+    chain.get_by_label("Answer of level 2").fill("A batch of 64k-token sequences")
+    chain.get_by_role("button", name="Save level 2").click()
+    page.locator("#section-whys ol.whys li", has_text="A batch of 64k-token sequences").wait_for()
 
     # Resolution: record a fix and verify it against the baseline.
     _open_phase(page, "resolution")
