@@ -38,6 +38,8 @@ from ..envelope import peel
 from ..model import ParseResult
 
 MAX_ROWS = 200_000
+FULL_LINES = 1_000  # candidate lines always read
+BYTES_PER_LINE = 256 << 10  # then about one per this many bytes of log
 MAX_TEXT_ROWS = 4_000
 MIN_ROWS = 12  # fewer iteration lines than this are not a series
 
@@ -206,30 +208,26 @@ class IterationReader:
         self.seen = 0
         self.unit: str | None = None
         self.ordinal: dict[int | None, int] = {}
+        self.allowance = float(FULL_LINES)
+        self.sampled = False
 
-    def feed(self, chunk: Any, first_line: int) -> None:
-        """Scan whole lines ``chunk`` (bytes-like) whose first line is ``first_line + 1``."""
-        data = bytes(chunk)
-        if isinstance(chunk, memoryview):
-            chunk.release()
-        starts: set[int] = set()
-        for lit in LITERALS:
-            at = data.find(lit)
-            while at >= 0:
-                start = data.rfind(b"\n", 0, at) + 1
-                starts.add(start)
-                end = data.find(b"\n", at)
-                if end < 0:
-                    break
-                at = data.find(lit, end)
-        pos = 0
-        line = first_line
-        for start in sorted(starts):
-            end = data.find(b"\n", start)
-            end = len(data) if end < 0 else end
-            line += data.count(b"\n", pos, start)
-            pos = start
-            self._line(data[start:end].decode("utf-8", errors="replace"), line + 1)
+    def pick(self, spans: list[tuple[int, int]], nbytes: int) -> list[tuple[int, int]]:
+        """The candidate lines of ``nbytes`` of log that the work budget lets us read:
+        every one of the first ``FULL_LINES``, then about one per ``BYTES_PER_LINE`` of
+        log, evenly spread — a long log's series stays fine enough for an onset, and the
+        parse stays near the prefilter's speed."""
+        self.allowance += nbytes / BYTES_PER_LINE
+        if len(spans) > self.allowance:
+            step = len(spans) / max(1.0, self.allowance)
+            spans = [spans[int(i * step)] for i in range(int(len(spans) / step))]
+            self.sampled = True
+        self.allowance -= len(spans)
+        return spans
+
+    def take(self, lines: list[tuple[bytes, int]]) -> None:
+        """Candidate lines (raw bytes, 1-based number), already picked."""
+        for raw, ln in lines:
+            self._line(raw.decode("utf-8", errors="replace"), ln)
 
     def _line(self, raw: str, line: int) -> None:
         # a tqdm bar redrawn in place: one update per carriage-return segment
@@ -304,6 +302,8 @@ class IterationReader:
                 cols[name] = pa.array(vals, pa.string() if name == "time" else pa.float64())
         result.metrics = MetricsTable(pa.table(cols))
         result.facts["metrics_source"] = "iteration lines"
+        if self.sampled:
+            result.facts["iteration_lines_sampled"] = True
         if self.unit:
             result.facts["iteration_throughput_unit"] = self.unit
         # the rows a finding may quote: evenly spaced ones, and each rank's extremes
