@@ -13,6 +13,8 @@ import os
 import re
 from typing import Any
 
+import numpy as np
+
 from ..model import ParseResult
 from ..scan import HyperscanScanner, ReScanner
 from . import banners, iterations
@@ -41,11 +43,16 @@ def side_scanner(which: str) -> ReScanner | HyperscanScanner:
 
 
 def _numbered(
-    data: bytes, spans: list[tuple[int, int]], first_line: int
+    data: bytes, spans: list[tuple[int, int]], first_line: int, arr: Any = None
 ) -> list[tuple[bytes, int]]:
+    """(raw line, 1-based number) of each span; newlines counted with numpy's SIMD compare."""
+    if not spans:
+        return []
+    if arr is None:
+        arr = np.frombuffer(data, dtype=np.uint8)
     out, pos, line = [], 0, first_line
     for start, end in spans:
-        line += data.count(b"\n", pos, start)
+        line += int(np.count_nonzero(arr[pos:start] == 10))
         pos = start
         out.append((data[start:end], line + 1))
     return out
@@ -64,9 +71,11 @@ class SideReaders:
             chunk.release()
         # iteration lines can be every line: the budget picks which to read before any
         # per-line work (line numbers are counted only up to the picked ones)
+        arr = np.frombuffer(data, dtype=np.uint8)
         spans = self.iterations.pick(self._iteration_spans(data), len(data))
-        self.iterations.take(_numbered(data, spans, first_line))
-        for raw, ln in _numbered(data, side_scanner("banners").line_spans(data), first_line):
+        self.iterations.take(_numbered(data, spans, first_line, arr))
+        banner_spans = side_scanner("banners").line_spans(data)
+        for raw, ln in _numbered(data, banner_spans, first_line, arr):
             self.banners.take(raw.decode("utf-8", errors="replace").rstrip("\r"), ln)
 
     def _iteration_spans(self, data: bytes) -> list[tuple[int, int]]:
