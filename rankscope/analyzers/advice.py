@@ -61,6 +61,8 @@ SLOW_ACTION = {
     "DATA": "look at those ranks' input pipeline (workers, shared memory, the files they read).",
     "STORAGE_IO": "check the file system or object store those ranks read from (latency, errors, throttling).",
     "UNKNOWN": "compare those ranks' GPUs and nodes with their peers (clocks, temperature, CPU load).",
+    "NETWORK_ALL": "run nccl-tests across the job's nodes (all_reduce_perf, then pairs) to find the slow links, and check the fabric's switch counters and congestion for that time.",
+    "COMPUTE_ALL": "compare what changed for every rank at that step: model or sequence length, batch size, a new data shard, or something every node shares (cooling, CPU frequency policy).",
     "UNLOCATED": "upload per-rank step metrics (compute, communication and data-wait times) or GPU telemetry (DCGM, nvidia-smi) from the same period to tell which ranks and which part of the step slowed.",
 }
 
@@ -79,8 +81,12 @@ def summary(ctx: Context, v: Verdict) -> str:
     decomposed = v.extra.get("finding") if v.shape == "slow" else None
     if decomposed and decomposed.get("kind") == "slowdown_decomposed":
         action = SLOW_ACTION.get(v.category, SLOW_ACTION["UNKNOWN"])
-        if v.category == "UNKNOWN" and not (v.culprit_ranks or v.culprit_hosts):
-            action = SLOW_ACTION["UNLOCATED"]
+        everywhere = not (v.culprit_ranks or v.culprit_hosts)
+        if everywhere and v.category == "NETWORK":
+            action = SLOW_ACTION["NETWORK_ALL"]
+        elif everywhere and v.category == "UNKNOWN":
+            part = (ctx.facts.get("metrics", {}).get("slowdown") or {}).get("part")
+            action = SLOW_ACTION["COMPUTE_ALL" if part == "compute" else "UNLOCATED"]
         return f"Training slowed: {decomposed['title']} — {action}"
     if v.category == "OOM":
         what = (

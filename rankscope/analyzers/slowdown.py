@@ -343,7 +343,9 @@ class SlowdownAnalyzer:
         after: np.ndarray,
         onset: dict[str, Any],
     ) -> dict[str, Any] | None:
-        rank, host = fr.cols["rank"], fr.cols["host"]
+        host = fr.cols["host"]
+        # rows without a rank (one process's own metrics) are one series of their own
+        rank = np.where(np.isfinite(fr.cols["rank"]), fr.cols["rank"], -1.0)
         base_step = onset["before"]
         rose: dict[str, dict[int, tuple[float, float]]] = {}
         for p in PARTS:
@@ -358,7 +360,7 @@ class SlowdownAnalyzer:
                 and a[r] >= ctx.options.comm_ratio * max(b[r], 1e-9)
                 and a[r] - b[r] >= MIN_SHARE * base_step
             }
-        ranks_all = sorted({int(r) for r in rank[np.isfinite(rank) & (before | after)]})
+        ranks_all = sorted({int(r) for r in rank[before | after]})
         n = max(1, len(ranks_all))
         rank_host = {int(r): h for r, h in zip(rank, host, strict=True) if h and r == r}
 
@@ -376,6 +378,29 @@ class SlowdownAnalyzer:
             return self._waited_for(ctx, fr, quiet, comm, hosts_of(quiet), before, after, onset)
         if comm:
             return self._network(ctx, fr, rose, before, after, onset, rank_host, ranks_all)
+        if len(rose.get("compute_time", {})) >= max(1, n // 2):
+            # compute grew on (nearly) every rank: the model, the input sizes, or every GPU
+            signs = self._gpu_signs(ctx, fr, ranks_all, before, after, onset)
+            hot = len(signs) >= max(1, n // 2)
+            return self._finish(
+                ctx,
+                fr,
+                category="HARDWARE" if hot else "UNKNOWN",
+                part="compute_time",
+                ranks=[],
+                hosts=[],
+                changes=rose["compute_time"],
+                onset=onset,
+                before=before,
+                after=after,
+                confidence=0.6 if hot else 0.45,
+                why=(
+                    "the GPUs' telemetry shows them throttled together (cooling or power of the whole room or rack)"
+                    if hot
+                    else "compute grew on every rank alike: a change in the model, the sequence lengths or "
+                    "the batch, or something every node shares — not one rank or host"
+                ),
+            )
         if "data_time" in rose and len(rose["data_time"]) >= n // 2:
             rs = sorted(rose["data_time"])
             return self._finish(
@@ -766,6 +791,7 @@ class SlowdownAnalyzer:
         extra_ev: list[Event] | None = None,
         waited_for: bool = False,
     ) -> dict[str, Any]:
+        ranks = [r for r in ranks if r >= 0]  # -1: the rows without a rank
         factors = [a / b for b, a in changes.values() if b > 0]
         factor = float(np.median(factors)) if factors else onset["factor"]
         when = onset.get("time")

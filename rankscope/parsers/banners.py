@@ -53,23 +53,9 @@ class BannerReader:
     def __init__(self) -> None:
         self.procs: dict[str, dict[str, list[Any]]] = {}
 
-    def feed(self, data: bytes, first_line: int) -> None:
-        starts: set[int] = set()
-        for lit in LITERALS:
-            at = data.find(lit)
-            while at >= 0:
-                starts.add(data.rfind(b"\n", 0, at) + 1)
-                end = data.find(b"\n", at)
-                if end < 0:
-                    break
-                at = data.find(lit, end)
-        pos, line = 0, first_line
-        for start in sorted(starts):
-            end = data.find(b"\n", start)
-            end = len(data) if end < 0 else end
-            line += data.count(b"\n", pos, start)
-            pos = start
-            self._line(data[start:end].decode("utf-8", errors="replace").rstrip("\r"), line + 1)
+    def take(self, raw: str, line: int) -> None:
+        """One candidate line (text, 1-based number)."""
+        self._line(raw, line)
 
     def _line(self, raw: str, line: int) -> None:
         env = peel(raw)

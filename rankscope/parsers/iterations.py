@@ -38,6 +38,8 @@ from ..envelope import peel
 from ..model import ParseResult
 
 MAX_ROWS = 200_000
+FULL_LINES = 1_000  # candidate lines always read
+BYTES_PER_LINE = 256 << 10  # then about one per this many bytes of log
 MAX_TEXT_ROWS = 4_000
 MIN_ROWS = 12  # fewer iteration lines than this are not a series
 
@@ -58,45 +60,65 @@ LITERALS: tuple[bytes, ...] = (
 )
 
 _NUM = r"([-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-_STEP = (
-    re.compile(r"\biteration\s+(\d+)\s*/\s*\d+"),
-    re.compile(r"\bglobal_step[=:]\s*(\d+)"),
-    re.compile(r"\bstep[=:]\s*(\d+)\b", re.IGNORECASE),
-    re.compile(r"\bstep\s+(\d+)\b(?!\s*/\s*\d+\s*\])", re.IGNORECASE),
-    re.compile(r"\biter\s+(\d+)\b"),
-    re.compile(r"\|\s*(\d+)/\d+\s*\["),  # tqdm n/total [
-    re.compile(r"(?:^|\s)(\d+)it\s*\["),  # tqdm without a total
+_NUM_END = re.compile(_NUM + r"\s*$")
+# every pattern is tried only when its literal is in the line (regexes that start with a
+# number are slow to search: they are matched backwards from the unit instead)
+_STEP: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("iteration", re.compile(r"iteration\s+(\d+)\s*/\s*\d+")),
+    ("global_step", re.compile(r"global_step[=:]\s*(\d+)")),
+    ("step", re.compile(r"step[=:]\s*(\d+)\b")),
+    ("step", re.compile(r"step\s+(\d+)\b(?!\s*/\s*\d+\s*\])")),
+    ("iter ", re.compile(r"iter\s+(\d+)\b")),
+    ("|", re.compile(r"\|\s*(\d+)/\d+\s*\[")),  # tqdm n/total [
+    ("it [", re.compile(r"(\d+)it\s*\[")),  # tqdm without a total
 )
-_STEP_TIME: tuple[tuple[re.Pattern[str], float, bool], ...] = (
-    # (pattern, scale to seconds, is a rate)
-    (re.compile(r"elapsed time per iteration \(ms\):\s*" + _NUM), 1e-3, False),
-    (re.compile(r"train_step_timing in s=\s*" + _NUM), 1.0, False),
-    (re.compile(r"\bstep_time[=:\s]\s*" + _NUM + r"\s*ms\b"), 1e-3, False),
-    (re.compile(r"\bstep_time[=:\s]\s*" + _NUM), 1.0, False),
-    (re.compile(r"\btime\s+" + _NUM + r"\s*ms\b"), 1e-3, False),  # nanoGPT
-    (re.compile(_NUM + r"\s*s/it\b"), 1.0, False),
-    (re.compile(_NUM + r"\s*it/s\b"), 1.0, True),
+# (literal, pattern or None for "the number before the literal", scale to s, is a rate)
+_STEP_TIME: tuple[tuple[str, re.Pattern[str] | None, float, bool], ...] = (
+    (
+        "elapsed time per iteration",
+        re.compile(r"elapsed time per iteration \(ms\):\s*" + _NUM),
+        1e-3,
+        False,
+    ),
+    ("train_step_timing", re.compile(r"train_step_timing in s=\s*" + _NUM), 1.0, False),
+    ("step_time", re.compile(r"step_time[=:\s]\s*" + _NUM + r"\s*ms\b"), 1e-3, False),
+    ("step_time", re.compile(r"step_time[=:\s]\s*" + _NUM), 1.0, False),
+    ("time ", re.compile(r"time\s+" + _NUM + r"\s*ms\b"), 1e-3, False),  # nanoGPT
+    ("s/it", None, 1.0, False),
+    ("it/s", None, 1.0, True),
 )
-_THROUGHPUT: tuple[tuple[str, re.Pattern[str]], ...] = (
+_THROUGHPUT: tuple[tuple[str, str, re.Pattern[str] | None], ...] = (
     (
         "tokens/s",
-        re.compile(r"tokens?(?: per second|/s(?:ec)?)(?:/gpu| per gpu)?\)?[:=]?\s*" + _NUM, re.I),
+        "tokens per second",
+        re.compile(r"tokens per second(?: per gpu)?\)?[:=]?\s*" + _NUM),
     ),
-    ("tokens/s", re.compile(_NUM + r"\s*(?:tokens?|tok)/s(?:ec)?\b", re.I)),
-    ("tokens/s", re.compile(r"\b(?:tps|wps|tok/s)[:=]\s*" + _NUM)),
-    ("samples/s", re.compile(r"\bCurrSamplesPerSec=\s*" + _NUM)),
-    ("samples/s", re.compile(r"samples? per second[:=]?\s*" + _NUM, re.I)),
-    ("samples/s", re.compile(r"samples?/s(?:ec)?[:=]\s*" + _NUM, re.I)),
-    ("samples/s", re.compile(_NUM + r"\s*samples?/s(?:ec)?\b", re.I)),
-    ("TFLOP/s", re.compile(r"TFLOP/s/GPU\):\s*" + _NUM)),
-    ("TFLOP/s", re.compile(r"\bTFLOPs:\s*" + _NUM)),
-    ("TFLOP/s", re.compile(r"\btflops[:=]\s*" + _NUM, re.I)),
+    ("tokens/s", "tokens/s", re.compile(r"tokens/s(?:ec)?(?:/gpu)?\)?[:=]\s*" + _NUM)),
+    ("tokens/s", "tokens/s", None),
+    ("tokens/s", "token/s", None),
+    ("tokens/s", "tok/s", None),
+    ("tokens/s", "tps:", re.compile(r"tps:\s*" + _NUM)),
+    ("tokens/s", "wps:", re.compile(r"wps:\s*" + _NUM)),
+    ("samples/s", "currsamplespersec", re.compile(r"currsamplespersec=\s*" + _NUM)),
+    ("samples/s", "samples per second", re.compile(r"samples? per second[:=]?\s*" + _NUM)),
+    ("samples/s", "samples/s", re.compile(r"samples?/s(?:ec)?[:=]\s*" + _NUM)),
+    ("samples/s", "samples/s", None),
+    ("samples/s", "sample/s", None),
+    ("TFLOP/s", "tflop/s/gpu", re.compile(r"tflop/s/gpu\):\s*" + _NUM)),
+    ("TFLOP/s", "tflops:", re.compile(r"tflops:\s*" + _NUM)),
+    ("TFLOP/s", "tflops", re.compile(r"tflops[:=]\s*" + _NUM)),
 )
 _LOSS = (
-    re.compile(r"\blm loss:\s*" + _NUM),
-    re.compile(r"'loss':\s*" + _NUM),
-    re.compile(r"\b(?:train_)?loss[=:]\s*" + _NUM),
-    re.compile(r"\bloss\s+" + _NUM),
+    ("lm loss", re.compile(r"lm loss:\s*" + _NUM)),
+    ("'loss'", re.compile(r"'loss':\s*" + _NUM)),
+    ("loss", re.compile(r"loss[=:]\s*" + _NUM)),
+    ("loss", re.compile(r"loss\s+" + _NUM)),
+)
+
+
+_MEGATRON = re.compile(
+    r"iteration\s+(\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\): ([\d.]+)"
+    r"(?:.*?tflop/s/gpu\): ([\d.]+))?(?:.*?lm loss: ([\d.e+-]+))?"
 )
 
 
@@ -107,36 +129,70 @@ def _f(text: str) -> float | None:
         return None
 
 
+def _before(msg: str, lit: str) -> float | None:
+    """The number written just before ``lit`` (``1.25s/it``, ``3,456 tokens/s``)."""
+    at = msg.find(lit)
+    if at <= 0:
+        return None
+    m = _NUM_END.search(msg, max(0, at - 32), at)
+    return _f(m.group(1)) if m else None
+
+
 def read_fields(msg: str) -> dict[str, Any]:
-    """The iteration fields of one message (no envelope): step, step_time, throughput, loss."""
+    """The iteration fields of one message (no envelope): step, step_time, throughput, loss.
+
+    Every pattern is lower-case and runs on the lower-cased message, only when its
+    literal is in it."""
     out: dict[str, Any] = {}
-    for rx in _STEP:
-        m = rx.search(msg)
+    low = msg.lower()
+    if "elapsed time per iteration (ms): " in low:  # Megatron: the most common, one regex
+        m = _MEGATRON.search(low)
         if m:
             out["step"] = int(m.group(1))
+            out["step_time"] = float(m.group(2)) * 1e-3
+            if m.group(3):
+                out["throughput"], out["unit"] = float(m.group(3)), "TFLOP/s"
+            if m.group(4):
+                out["loss"] = _f(m.group(4))
+            return out
+    for lit, rx in _STEP:
+        if lit in low:
+            m = rx.search(low)
+            if m:
+                out["step"] = int(m.group(1))
+                break
+    for lit, rx, scale, rate in _STEP_TIME:
+        if lit not in low:
+            continue
+        if rx is None:
+            v = _before(low, lit)
+        else:
+            m = rx.search(low)
+            v = _f(m.group(1)) if m else None
+        if v is not None and v > 0:
+            out["step_time"] = 1.0 / v if rate else v * scale
             break
-    for rx, scale, rate in _STEP_TIME:
-        m = rx.search(msg)
-        if m:
-            v = _f(m.group(1))
-            if v is not None and v > 0:
-                out["step_time"] = 1.0 / v if rate else v * scale
+    for unit, lit, rx in _THROUGHPUT:
+        if lit not in low:
+            continue
+        if rx is None:
+            v = _before(low, lit)
+        else:
+            m = rx.search(low)
+            v = _f(m.group(1)) if m else None
+        if v is not None and v > 0:
+            out["throughput"] = v
+            out["unit"] = unit
             break
-    for unit, rx in _THROUGHPUT:
-        m = rx.search(msg)
-        if m:
-            v = _f(m.group(1))
-            if v is not None and v > 0:
-                out["throughput"] = v
-                out["unit"] = unit
-            break
-    for rx in _LOSS:
-        m = rx.search(msg)
-        if m:
-            v = _f(m.group(1))
-            if v is not None:
-                out["loss"] = v
-            break
+    if "loss" in low:
+        for lit, rx in _LOSS:
+            if lit in low:
+                m = rx.search(low)
+                if m:
+                    v = _f(m.group(1))
+                    if v is not None:
+                        out["loss"] = v
+                    break
     return out
 
 
@@ -146,36 +202,32 @@ class IterationReader:
     def __init__(self) -> None:
         self.rows: list[tuple[Any, ...]] = []  # (line, step, rank, time, step_time, tput, loss)
         self.texts: dict[int, str] = {}  # evenly spaced raw rows, for evidence
-        self.extremes: dict[tuple[int, str], tuple[float, int, str]] = {}
+        self.extremes: dict[tuple[int, int, int], tuple[float, int, str]] = {}
         self.stride = 1
         self.text_stride = 1
         self.seen = 0
         self.unit: str | None = None
         self.ordinal: dict[int | None, int] = {}
+        self.allowance = float(FULL_LINES)
+        self.sampled = False
 
-    def feed(self, chunk: Any, first_line: int) -> None:
-        """Scan whole lines ``chunk`` (bytes-like) whose first line is ``first_line + 1``."""
-        data = bytes(chunk)
-        if isinstance(chunk, memoryview):
-            chunk.release()
-        starts: set[int] = set()
-        for lit in LITERALS:
-            at = data.find(lit)
-            while at >= 0:
-                start = data.rfind(b"\n", 0, at) + 1
-                starts.add(start)
-                end = data.find(b"\n", at)
-                if end < 0:
-                    break
-                at = data.find(lit, end)
-        pos = 0
-        line = first_line
-        for start in sorted(starts):
-            end = data.find(b"\n", start)
-            end = len(data) if end < 0 else end
-            line += data.count(b"\n", pos, start)
-            pos = start
-            self._line(data[start:end].decode("utf-8", errors="replace"), line + 1)
+    def pick(self, spans: list[tuple[int, int]], nbytes: int) -> list[tuple[int, int]]:
+        """The candidate lines of ``nbytes`` of log that the work budget lets us read:
+        every one of the first ``FULL_LINES``, then about one per ``BYTES_PER_LINE`` of
+        log, evenly spread — a long log's series stays fine enough for an onset, and the
+        parse stays near the prefilter's speed."""
+        self.allowance += nbytes / BYTES_PER_LINE
+        if len(spans) > self.allowance:
+            step = len(spans) / max(1.0, self.allowance)
+            spans = [spans[int(i * step)] for i in range(int(len(spans) / step))]
+            self.sampled = True
+        self.allowance -= len(spans)
+        return spans
+
+    def take(self, lines: list[tuple[bytes, int]]) -> None:
+        """Candidate lines (raw bytes, 1-based number), already picked."""
+        for raw, ln in lines:
+            self._line(raw.decode("utf-8", errors="replace"), ln)
 
     def _line(self, raw: str, line: int) -> None:
         # a tqdm bar redrawn in place: one update per carriage-return segment
@@ -209,15 +261,17 @@ class IterationReader:
             )
             self.rows.append(row)
             text = seg.strip("\r\n")[:2000]
-            for i, name in ((4, "step_time"), (5, "throughput")):
+            key = rank if rank is not None else -1
+            for i in (4, 5):
                 v = row[i]
                 if v is None:
                     continue
-                for sign, tag in ((1, "max"), (-1, "min")):
-                    k = (rank if rank is not None else -1, f"{name}:{tag}")
-                    cur = self.extremes.get(k)
-                    if cur is None or sign * v > sign * cur[0]:
-                        self.extremes[k] = (v, line, text)
+                hi = self.extremes.get((key, i, 1))
+                if hi is None or v > hi[0]:
+                    self.extremes[(key, i, 1)] = (v, line, text)
+                lo = self.extremes.get((key, i, -1))
+                if lo is None or v < lo[0]:
+                    self.extremes[(key, i, -1)] = (v, line, text)
             if len(self.rows) % self.text_stride == 0:
                 self.texts[line] = text
                 if len(self.texts) > MAX_TEXT_ROWS:
@@ -248,6 +302,8 @@ class IterationReader:
                 cols[name] = pa.array(vals, pa.string() if name == "time" else pa.float64())
         result.metrics = MetricsTable(pa.table(cols))
         result.facts["metrics_source"] = "iteration lines"
+        if self.sampled:
+            result.facts["iteration_lines_sampled"] = True
         if self.unit:
             result.facts["iteration_throughput_unit"] = self.unit
         # the rows a finding may quote: evenly spaced ones, and each rank's extremes

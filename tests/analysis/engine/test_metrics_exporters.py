@@ -188,3 +188,15 @@ def test_a_tqdm_bar_redrawn_in_place_is_one_update_per_carriage_return() -> None
     assert len(r.metrics) == 800 and r.metrics.column("step")[-1] == 800
     doc = engine.analyze([r])
     assert doc["localization"]["slowdown"]["onset_step"] == 500
+
+
+def test_one_process_series_is_decomposed_without_naming_a_host() -> None:
+    """A single series (no rank column): communication grew, compute did not."""
+    text = "step,step_time,comm_time,compute_time\n" + "".join(
+        f"{s},{1.0 if s < 30 else 2.0},{0.1 if s < 30 else 1.1},0.9\n" for s in range(1, 60)
+    )
+    doc = engine.analyze([_parse("train_metrics.csv", text)])
+    assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "NETWORK"
+    assert doc["localization"]["culprit_hosts"] == [] and doc["triage"]["scope"] == "all_ranks"
+    assert doc["localization"]["slowdown"]["onset_step"] == 30
+    assert "nccl-tests across the job's nodes" in doc["triage"]["summary"]
