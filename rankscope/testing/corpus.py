@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-CORPUS = Path(__file__).resolve().parents[4] / "tests" / "corpus" / "cases"
+CORPUS = Path(__file__).resolve().parents[2] / "tests" / "corpus" / "cases"
 FIELDS = ("category", "shape", "culprit_ranks", "culprit_hosts", "initiator_ranks", "evidence")
 
 
