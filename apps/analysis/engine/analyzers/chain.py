@@ -226,11 +226,20 @@ class ChainAnalyzer:
             evs.sort(key=lambda e: e.line)
             # per rank: an unstamped line never takes another rank's time
             last: dict[int | None, datetime | None] = {}
+            start = len(out)
             for e in evs:
                 t = to_dt(etime(e))
                 if t is not None:
                     last[e.rank] = t
                 out.append((t, e, t or last.get(e.rank)))
+            # lines above the first stamp of their rank happened no later than it
+            nxt: dict[int | None, datetime | None] = {}
+            for i in range(len(out) - 1, start - 1, -1):
+                t, e, eff = out[i]
+                if t is not None:
+                    nxt[e.rank] = t
+                elif eff is None and nxt.get(e.rank) is not None:
+                    out[i] = (t, e, nxt[e.rank])
         out.sort(key=lambda x: (_key(x[2]), x[1].file, x[1].line))
         self._inherited = {id(e) for t, e, _ in out if t is None}
         return [(eff, e) for _, e, eff in out]
