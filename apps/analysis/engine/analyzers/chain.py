@@ -121,6 +121,19 @@ class ChainAnalyzer:
                     add("trigger" if e is trigger else "storage", e, lbl)
             else:
                 add("trigger", trigger, label)
+                if "sig" not in trigger.fields:
+                    # a wrapper ("Caught OSError in DataLoader worker") re-raises the real
+                    # error a few lines below: cite that message too
+                    for _, e in ordered:
+                        sg = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
+                        if (
+                            sg is not None
+                            and sg.category == category
+                            and e.file == trigger.file
+                            and 0 < e.line - trigger.line <= 60
+                        ):
+                            add("trigger", e, sg.meaning.split(":")[0].rstrip("."))
+                            break
         after_t = t_of.get(id(trigger)) if trigger is not None else None
         culprit = trigger.rank if trigger is not None else None
         strag = self._straggler(ctx)

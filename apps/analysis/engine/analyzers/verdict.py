@@ -446,7 +446,14 @@ class VerdictAnalyzer:
                     if x.host in hosts and x.rank is not None
                 }
             )
-            v.culprit_ranks = ranks or errs or on_host
+            hw_ranks = sorted(
+                {
+                    c["event"].rank
+                    for c in causes
+                    if c["category"] == "HARDWARE" and c["event"].rank is not None
+                }
+            )
+            v.culprit_ranks = ranks or hw_ranks or errs or on_host
             v.culprit_hosts = hosts
         elif cat == "NETWORK":
             nccl = ctx.facts.get("nccl", {})
