@@ -25,6 +25,8 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
     ("viewer", re.compile(r"\[(?P<v>\d{2,8})\]\s+(?=\S)")),
     # mpirun --tag-output / Horovod: [jobid,rank]<stderr>: — the MPI rank is the global rank
     ("mpi", re.compile(r"\[\d+,(?P<v>\d+)\]<std(?:out|err)>:?\s?")),
+    # torchrun --tee's local-rank tag: [default3]: (the global rank, if any, follows as [rankN]:)
+    ("local", re.compile(r"\[default(?P<v>\d+)\]:")),
     # torchrun --tee / a launcher's bare stream tag
     ("tag", re.compile(r"\[std(?:out|err)\]:?\s*")),
     ("srun", re.compile(r"\s*(?P<v>\d{1,6}):\s")),
@@ -66,6 +68,7 @@ class Envelope:
     time: str | None = None  # ISO, year "0000" when unknown
     host: str | None = None
     task: int | None = None  # srun -l label
+    local_rank: int | None = None  # torchrun's [defaultN]: tag
     wrapped: bool = False  # had any wrapper
 
 
@@ -143,6 +146,8 @@ def peel(line: str) -> Envelope:
                 env.time = iso_from_text(v)
                 if name == "syslog":
                     env.host = m.group("h")
+            elif name == "local" and env.local_rank is None:
+                env.local_rank = int(v)
             elif name == "mpi" and env.rank is None:
                 env.rank = int(v)
             elif name in ("pdsh", "stream") and v and env.host is None:

@@ -64,6 +64,7 @@ STRUCTURAL: tuple[str, ...] = (
     r"DUE TO (?:TIME LIMIT|PREEMPTION|NODE FAILURE)",
     r"NODE_FAIL",
     r"slurmstepd: error",
+    r" CANCELLED AT [0-9]",
     r"Exceeded job memory limit",
     # torchrun / elastic
     r"failed \(exitcode: ",

@@ -94,7 +94,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Check that each process uses its own GPU (CUDA_VISIBLE_DEVICES / local rank) and lower memory use.",
         (
             "E tensorflow/stream_executor/cuda/cuda_driver.cc:806] failed to allocate 512.00M (536870912 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
-            "c114n07:101211:106353 [0] init.cu:218 WARN Cuda failure 'out of memory'",
+            "c114n07:162057:167199 [0] init.cu:218 WARN Cuda failure 'out of memory'",
         ),
         0.95,
     ),
@@ -108,8 +108,8 @@ CATALOGUE: tuple[Signature, ...] = (
         "fatal",
         "Lower the per-core batch size or shard the model further.",
         (
-            "2020-09-14 02:48:58 10.0.7.33 [3]   (1) Resource exhausted: Attempting to allocate 180.59M. That was not possible. There are 142.58M free.; (0x3x0_HBM1)",
-            "2022-02-11 00:27:49.642380: E tensorflow/compiler/xla/xla_client/xla_util.cc:88]   (1) RESOURCE_EXHAUSTED: Attempting to reserve 6.48G at the bottom of memory. That was not possible. There are 6.78G free, 0B reserved, and 3.33G reservable.",
+            "2021-10-18 02:48:58 10.0.7.33 [3]   (1) Resource exhausted: Attempting to allocate 180.59M. That was not possible. There are 142.58M free.; (0x3x0_HBM1)",
+            "2023-03-17 00:27:49.642380: E tensorflow/compiler/xla/xla_client/xla_util.cc:88]   (1) RESOURCE_EXHAUSTED: Attempting to reserve 6.48G at the bottom of memory. That was not possible. There are 6.78G free, 0B reserved, and 3.33G reservable.",
         ),
         0.9,
     ),
@@ -180,7 +180,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 0.5",
             "Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to 8.165126103939127e-202",
             "| WARNING: overflow detected, setting loss scale to: 0.0001220703125",
-            "Training: 2023-01-09 09:08:52,689-Speed 2177.01 samples/sec   Loss nan   LearningRate 0.001000   Epoch: 0   Global Step: 40   Fp16 Grad Scale:  0   Required: 120 hours",
+            "Training: 2024-02-12 09:08:52,689-Speed 2177.01 samples/sec   Loss nan   LearningRate 0.001000   Epoch: 0   Global Step: 40   Fp16 Grad Scale:  0   Required: 120 hours",
         ),
         0.85,
     ),
@@ -214,7 +214,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Find the first step with a non-finite grad norm; check the data of that step, the LR and fp16 scaling.",
         (
             " iteration     5424/  250000 | consumed samples:        43392 | consumed tokens:     88866816 | elapsed time per iteration (ms): 4251.3 | learning rate: 2.999E-04 | global batch size:     8 | loss scale: 1.0 | grad norm: nan | actual seqlen:  2048 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 1.881 | TFLOPs: 78.29 |",
-            "Training:  78%|███████▊  | 1556/2000 [6:15:28<1:55:17, 15.58s/step]2025-06-14 06:19:20,889 - trainers.dit_trainer - WARNING - Step 1557: detected nan/inf/spiky gradient (norm=2.1966569423675537); skipping optimizer step.",
+            "Training:  78%|███████▊  | 1556/2000 [6:15:28<1:55:17, 15.58s/step]2026-07-18 06:19:20,889 - trainers.dit_trainer - WARNING - Step 1557: detected nan/inf/spiky gradient (norm=2.1966569423675537); skipping optimizer step.",
             "{'loss': 153318.95, 'grad_norm': nan, 'learning_rate': 0.0002, 'epoch': 0.09}",
         ),
         0.85,
@@ -236,7 +236,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Find the first non-finite step; check inputs of that batch, the LR schedule and mixed precision.",
         (
             "{'loss': nan, 'lr': 0.0002, 'epoch': 0.09}",
-            "2017-06-11 16:11:46 INFO  DistriOptimizer$:295 - [Epoch 64 740096/1281167][Iteration 45459][Wall Clock 197340.717246379s] Train 1792 in 4.006890034seconds. Throughput is 447.22968 records/second. Loss is Infinity. Current learning rate is 0.046281366472703075. Current weight decay is 1.0E-4. Current momentum is 0.9.",
+            "2018-07-15 16:11:46 INFO  DistriOptimizer$:295 - [Epoch 64 740096/1281167][Iteration 45459][Wall Clock 197340.717246379s] Train 1792 in 4.006890034seconds. Throughput is 447.22968 records/second. Loss is Infinity. Current learning rate is 0.046281366472703075. Current weight decay is 1.0E-4. Current momentum is 0.9.",
             "FloatingPointError: Loss became infinite or NaN at iteration=0!",
             "Iter 100 | lr 1.00E-03 | loss_tot nan | loss_sla 60213.42 | loss_da 16.607977 | loss_entry 0.0 | loss_exit 0.0 | l1 0.56 | ce 60212.85 | wd_loss: 69.24",
             "RuntimeError: Function 'LogSoftmaxBackward' returned nan values in its 0th output. ",
@@ -349,6 +349,64 @@ CATALOGUE: tuple[Signature, ...] = (
         ),
         0.3,  # progress, not an error: decides only a hang nothing else explains
     ),
+    # --- HARDWARE ------------------------------------------------------------------
+    S(
+        "gpu-unreachable",
+        (r"Unable to determine the device handle for GPU",),
+        r"device handle for GPU ?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)?: (?P<what>.*)",
+        "nvidia-smi cannot reach a GPU (lost on the bus, or its driver state is broken).",
+        "HARDWARE",
+        None,
+        "fatal",
+        "Drain the node; check dmesg for Xid 79 / PCIe AER on that bus id; reseat or replace the GPU.",
+        (
+            "Unable to determine the device handle for GPU 0000:0B:00.0: Unknown Error",
+            "Unable to determine the device handle for GPU0000:03:00.0: Unknown Error",
+        ),
+        0.9,
+    ),
+    S(
+        "pcie-aer",
+        (r"PCIe Bus Error: severity=",),
+        r"(?P<port>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d): PCIe Bus Error: severity=(?P<severity>\w+), type=(?P<type>[^,]+)",
+        "The PCIe link reports errors (AER): a failing slot, riser, cable or device.",
+        "HARDWARE",
+        None,
+        "error",
+        "Check the AER counters of the port and the device behind it; corrected errors in bursts precede a device dropping off.",
+        (
+            "[  +0.000005] pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)",
+        ),
+        0.75,
+    ),
+    S(
+        "nvidia-smi-err-reading",
+        (r"\|ERR! ", r" ERR! / "),
+        r"ERR!",
+        "nvidia-smi cannot read a GPU sensor (fan, power): the board or its management controller is failing.",
+        "HARDWARE",
+        None,
+        "error",
+        "Drain the node and run the vendor diagnostics (dcgmi diag -r 3 / nvidia-bug-report).",
+        ("|ERR!   54C    P2   ERR! / 225W |   6823MiB /  7982MiB |    100%      Default |",),
+        0.8,
+    ),
+    # --- STORAGE_IO ----------------------------------------------------------------
+    S(
+        "curl-transfer-error",
+        (r"Curl returned error code [0-9]+", r"Error \[[0-9]+\]=[^\n]{0,60}in curl operation"),
+        r"Curl returned error code (?P<code>\d+)|Error \[(?P<code2>\d+)\]=(?P<what>.*?) in curl operation",
+        "An object-store transfer (S3/GCS over curl) failed (28 = timeout, 55/56 = send/receive failure).",
+        "STORAGE_IO",
+        None,
+        "error",
+        "Check the object store's health and the node's egress; make the client retry with backoff and a bounded total time.",
+        (
+            "tensorflow/core/platform/s3/aws_logging.cc:60] Curl returned error code 55",
+            "W0000 00:00:1715498963.019816  583764 curl_transport.cc:444] Error [28]=Timeout was reached in curl operation",
+        ),
+        0.8,
+    ),
     # --- INFRA ---------------------------------------------------------------------
     S(
         "port-in-use",
@@ -434,7 +492,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "fatal",
         "Set `ulimit -l unlimited` (limits.conf, the container's --ulimit memlock=-1, slurmd's LimitMEMLOCK).",
         (
-            "gpu-s01:51204:51290 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+            "gpu-s01:10561:10647 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
             "gpu-w07 [0] misc/ibvwrap.cu:269 WARN Call to ibv_create_qp failed",
         ),
         0.85,
@@ -485,7 +543,7 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             '    "message": "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.",',
             "[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to 10.0.0.1:1234",
-            "[W426 16:56:01.831041000 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host 100.64.0.7:59782 - retrying (try=6, timeout=1800000ms, delay=5241ms): Connection reset by peer",
+            "[W530 16:56:01.831041000 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host 100.64.0.7:59782 - retrying (try=6, timeout=1800000ms, delay=5241ms): Connection reset by peer",
         ),
         0.75,
     ),
@@ -499,7 +557,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "fatal",
         "Set GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME to the interface the nodes share; check /etc/hosts maps the host name to that address, not 127.0.1.1.",
         (
-            "(RayWorkerWrapper pid=933, ip=10.147.43.24) [rank1]:[E528 08:52:46.164295950 ProcessGroupGloo.cpp:145] Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+            "(RayWorkerWrapper pid=802, ip=10.147.43.24) [rank1]:[E701 08:52:46.164295950 ProcessGroupGloo.cpp:145] Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
             "  what():  [/opt/conda/conda-bld/pytorch_1544084119927/work/third_party/gloo/gloo/transport/tcp/pair.cc:724] connect [127.0.1.1]:3210: Connection refused",
         ),
         0.85,
@@ -514,7 +572,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "fatal",
         "Set NCCL_SOCKET_IFNAME to the interface the nodes share and check the route/firewall between them.",
         (
-            "gpu-q-144-103:18553:18611 [0] include/socket.h:360 WARN Call to connect failed : Connection timed out",
+            "gpu-q-144-103:82123:82181 [0] include/socket.h:360 WARN Call to connect failed : Connection timed out",
         ),
         0.85,
     ),

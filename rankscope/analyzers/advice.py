@@ -129,6 +129,8 @@ def summary(ctx: Context, v: Verdict) -> str:
         (root and root.kind == "collective_mismatch") or "a different collective" in v.root_label
     ):
         return "Ranks issued different collectives (a code path diverged between ranks) — fix the rank-dependent branch around the reported collective, then rerun."
+    if v.category == "DATA" and v.shape == "crash":
+        return f"{where.capitalize() or 'A rank'} failed on its input data ({v.root_label}){after} — find the sample or file the traceback names, fix or drop it, then restart from the last checkpoint."
     if v.category == "DATA":
         return f"{where.capitalize()} stalled in data loading and never joined {_stuck(ctx)}{after} — check that rank's data reads/storage (add a read timeout), then restart from the last checkpoint."
     if v.category == "STORAGE_IO":

@@ -121,6 +121,19 @@ class ChainAnalyzer:
                     add("trigger" if e is trigger else "storage", e, lbl)
             else:
                 add("trigger", trigger, label)
+                if "sig" not in trigger.fields:
+                    # a wrapper ("Caught OSError in DataLoader worker") re-raises the real
+                    # error a few lines below: cite that message too
+                    for _, e in ordered:
+                        sg = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
+                        if (
+                            sg is not None
+                            and sg.category == category
+                            and e.file == trigger.file
+                            and 0 < e.line - trigger.line <= 60
+                        ):
+                            add("trigger", e, sg.meaning.split(":")[0].rstrip("."))
+                            break
         after_t = t_of.get(id(trigger)) if trigger is not None else None
         culprit = trigger.rank if trigger is not None else None
         strag = self._straggler(ctx)
@@ -226,11 +239,20 @@ class ChainAnalyzer:
             evs.sort(key=lambda e: e.line)
             # per rank: an unstamped line never takes another rank's time
             last: dict[int | None, datetime | None] = {}
+            start = len(out)
             for e in evs:
                 t = to_dt(etime(e))
                 if t is not None:
                     last[e.rank] = t
                 out.append((t, e, t or last.get(e.rank)))
+            # lines above the first stamp of their rank happened no later than it
+            nxt: dict[int | None, datetime | None] = {}
+            for i in range(len(out) - 1, start - 1, -1):
+                t, e, eff = out[i]
+                if t is not None:
+                    nxt[e.rank] = t
+                elif eff is None and nxt.get(e.rank) is not None:
+                    out[i] = (t, e, nxt[e.rank])
         out.sort(key=lambda x: (_key(x[2]), x[1].file, x[1].line))
         self._inherited = {id(e) for t, e, _ in out if t is None}
         return [(eff, e) for _, e, eff in out]

@@ -65,6 +65,7 @@ LABELS = {
     "python_exception": "Python exception",
     "segfault": "segmentation fault / fatal error",
     "retry_exhausted": "retries exhausted",
+    "gpu_reading": "nvidia-smi cannot reach a GPU",
 }
 
 
@@ -77,6 +78,9 @@ def _category(e: Event) -> tuple[str, float] | None:
         sig = BY_ID.get(str(f["sig"]))
         if sig is not None and sig.category is not None:
             return sig.category, sig.strength
+    if k == "gpu_reading":
+        # nvidia-smi could not reach the GPU ("Unable to determine the device handle")
+        return ("HARDWARE", 0.9) if (f.get("readings") or {}).get("lost") else None
     if k == "cuda_oom":
         return "OOM", 0.95
     if k == "host_oom_kill":

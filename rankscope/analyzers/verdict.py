@@ -103,6 +103,10 @@ def _decided_by(v: Verdict) -> str | None:
         return None
     if v.root is not None and "sig" in v.root.fields:
         return f"signature {v.root.fields['sig']}"
+    if v.root is not None and v.root.kind == "python_exception":
+        t = str(v.root.fields.get("type", ""))
+        rule = exception_rule(t, str(v.root.fields.get("message", "")))
+        return f"exception table: {t} → {rule.category} ({rule.why})"
     if v.root is not None:
         return f"rule on {v.root.kind} lines"
     return "rule on metrics"
@@ -450,7 +454,14 @@ class VerdictAnalyzer:
                     if x.host in hosts and x.rank is not None
                 }
             )
-            v.culprit_ranks = ranks or errs or on_host
+            hw_ranks = sorted(
+                {
+                    c["event"].rank
+                    for c in causes
+                    if c["category"] == "HARDWARE" and c["event"].rank is not None
+                }
+            )
+            v.culprit_ranks = ranks or hw_ranks or errs or on_host
             v.culprit_hosts = hosts
         elif cat == "NETWORK":
             nccl = ctx.facts.get("nccl", {})

@@ -223,6 +223,9 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
         return ("watchdog_hang", f), False
     if "watchdog thread terminated with exception" in msg:
         f = _pg_fields(msg)
+        w = WORK_RANK.search(msg.split("exception:", 1)[0])
+        if w and "pg" not in f:
+            f["work_rank"] = int(w.group("r"))  # old wording: "[Rank N] NCCL watchdog thread …"
         f["what"] = msg.split("exception:", 1)[-1].strip()[:300]
         return ("watchdog_exit", f), False
     if "NCCL communicator was aborted" in msg:

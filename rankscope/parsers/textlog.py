@@ -386,6 +386,8 @@ class TextLogParser:
         if rank is None and "sig" in fields and str(fields.get("rank", "")).isdigit():
             rank = int(fields["rank"])  # the message names its rank ("Rank 11: …")
             fields["rank_from"] = "message"
+        if env.local_rank is not None:
+            fields["local_rank"] = env.local_rank
         if rank is None and env.task is not None:
             rank = env.task
             fields["rank_from"] = "srun_label"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import io
 
+import pytest
+
 import rankscope as engine
 
 
@@ -200,3 +202,34 @@ def test_metrics_give_postmortem_throughput_and_step_time() -> None:
     assert m["baseline_step_time"] == 1.0 and m["step_time"] == 1.0
     assert doc["job"]["last_step"] == 200
     assert "last_checkpoint_step" not in doc["job"]
+
+
+@pytest.mark.parametrize(
+    ("line", "rank", "host", "message"),
+    [
+        ("[1,12]<stderr>:OSError: cannot identify image file", 12, None, "OSError: cannot"),
+        (
+            "2021-08-14T09:51:37.444Z: [1,0]<stderr>:KeyError: 'x'",
+            0,
+            None,
+            "KeyError: 'x'",
+        ),
+        ("[default2]:[rank10]: RuntimeError: boom", 10, None, "RuntimeError: boom"),
+        ("[stderr]ModuleNotFoundError: No module named 'x'", None, None, "ModuleNotFoundError"),
+        (
+            "slurmstepd-gpu14-03: error: Detected 1 oom-kill event(s)",
+            None,
+            "gpu14-03",
+            "error: Detected",
+        ),
+    ],
+)
+def test_launcher_prefixes_give_rank_and_host(
+    line: str, rank: int | None, host: str | None, message: str
+) -> None:
+    from rankscope.envelope import peel
+
+    env = peel(line)
+    assert env.rank == rank
+    assert env.host == host
+    assert env.message.startswith(message)

@@ -1,0 +1,78 @@
+"""Never "no failure" when the logs say otherwise; finished runs stay "none"."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import rankscope as engine
+
+
+def _triage(files: dict[str, str]) -> dict[str, Any]:
+    results = [
+        engine.parse_artifact(io.BytesIO(text.encode()), name=name) for name, text in files.items()
+    ]
+    return engine.analyze(results)
+
+
+TRACEBACK = (
+    "epoch 1 step 10 loss 2.31\n"
+    "Traceback (most recent call last):\n"
+    '  File "train.py", line 3, in <module>\n'
+    "    main()\n"
+    "{exc}\n"
+)
+
+
+def test_a_log_ending_in_an_uncaught_exception_is_a_crash_decided_by_the_table() -> None:
+    doc = _triage(
+        {"train.log": TRACEBACK.format(exc="json.decoder.JSONDecodeError: Expecting value")}
+    )
+    assert doc["triage"]["shape"] == "crash"
+    assert doc["triage"]["category"] == "DATA"
+    assert "exception table" in doc["root_cause"]["decided_by"]
+    doc = _triage({"train.log": TRACEBACK.format(exc="ModuleNotFoundError: No module named 'x'")})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "SOFTWARE")
+
+
+def test_a_signature_decides_and_says_so() -> None:
+    doc = _triage(
+        {
+            "train.log": TRACEBACK.format(
+                exc="Exception: Current loss scale already at minimum - cannot decrease scale "
+                "anymore. Exiting run."
+            )
+        }
+    )
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("diverge", "NUMERICAL")
+    assert doc["root_cause"]["decided_by"] == "signature loss-scale-minimum"
+
+
+def test_a_finished_run_with_noise_stays_none() -> None:
+    text = (
+        "WARNING: Retrying (Retry(total=4, connect=None)) after connection broken by "
+        "'ReadTimeoutError'\n"
+        "epoch 3 step 300 loss 1.2\n"
+        "Training completed. Do not forget to share your model.\n"
+    )
+    doc = _triage({"train.log": text})
+    assert doc["triage"]["shape"] == "none"
+
+
+def test_sigkill_exit_in_a_torchrun_summary_points_at_the_oom_killer() -> None:
+    text = (
+        "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 "
+        "(pid: 4242) of binary: /usr/bin/python\n"
+        "Root Cause (first observed failure):\n"
+        "[0]:\n"
+        "  time      : 2024-05-01_10:00:00\n"
+        "  host      : cn-a07\n"
+        "  rank      : 3 (local_rank: 3)\n"
+        "  exitcode  : -9 (pid: 4242)\n"
+        "  error_file: <N/A>\n"
+        "  traceback : Signal 9 (SIGKILL) received by PID 4242\n"
+    )
+    doc = _triage({"torchrun.log": text})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+    assert doc["localization"]["culprit_ranks"] == [3]
+    assert doc["localization"]["culprit_hosts"] == ["cn-a07"]
