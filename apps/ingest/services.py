@@ -18,14 +18,13 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import IO, Any, BinaryIO, Literal
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.core.files import File
-from django.core.files.storage import default_storage
 from django.db import DatabaseError, IntegrityError, connection, transaction
 from django.db.models import F, QuerySet
 from django.db.models.functions import Coalesce
@@ -34,6 +33,7 @@ from django.utils import timezone
 import rankscope as engine
 from apps.incidents.models import Incident
 from apps.incidents.services import incident_event_add
+from apps.ingest import lineindex, storage
 from apps.ingest.models import ACTIVE_STATUSES, Artifact, ParseStatus, RankDigest
 from apps.lib.codes import new_code
 from apps.lib.heartbeat import Heartbeat
@@ -187,7 +187,7 @@ def store_stream(*, key: str, head: bytes, stream: IO[bytes]) -> tuple[str, int,
     buffered = io.BufferedReader(reader, buffer_size=CHUNK)
     saved = ""
     try:
-        saved = default_storage.save(key, File(buffered, name=key.rsplit("/", 1)[-1]))
+        saved = storage.save_stream(key, buffered)
     except BaseException:
         _delete_quietly(saved or key)
         raise
@@ -198,7 +198,7 @@ def _delete_quietly(key: str) -> None:
     if not key:
         return
     try:
-        default_storage.delete(key)
+        storage.delete(key)
     except Exception:  # cleanup must not hide the real error
         log.warning("could not delete %s from storage", key, exc_info=True)
 
@@ -219,7 +219,9 @@ class _Enqueuer:
         self.unsent: set[int] = set()
 
     def on_commit(self, artifact_id: int) -> None:
-        transaction.on_commit(lambda: self.send(artifact_id))
+        # robust: nothing that goes wrong after the commit may reach the upload's error
+        # handling, which would treat a committed row as never written.
+        transaction.on_commit(lambda: self.send(artifact_id), robust=True)
 
     def send(self, artifact_id: int) -> bool:
         if self.broker_down:
@@ -234,9 +236,15 @@ class _Enqueuer:
             self.unsent.add(artifact_id)
             log.warning("could not enqueue the parse of artifact %s; left pending", artifact_id)
             return False
-        Artifact.objects.filter(pk=artifact_id, parse_status=ParseStatus.PENDING).update(
-            parse_status=ParseStatus.QUEUED, enqueued_at=timezone.now()
-        )
+        try:
+            Artifact.objects.filter(pk=artifact_id, parse_status=ParseStatus.PENDING).update(
+                parse_status=ParseStatus.QUEUED, enqueued_at=timezone.now()
+            )
+        except DatabaseError:
+            # The message is on its way; the row stays pending and the auditor sends a
+            # second copy later, which the parse's compare-and-set makes harmless. The
+            # committed row and its bytes are kept whatever happens here.
+            log.warning("sent the parse of artifact %s but could not mark it queued", artifact_id)
         return True
 
 
@@ -351,8 +359,17 @@ def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> Up
     except MemberRejected as exc:
         return _reject(ctx, display, f"{exc.reason}; not stored")
 
-    existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
+    # From here on the bytes are stored: they are deleted only when it is certain that no
+    # committed row points at them. When that cannot be known (the connection dropped
+    # during COMMIT), they are kept; the storage sweep removes them later if no row
+    # refers to them (``artifact_storage_sweep``).
+    try:
+        existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
+    except DatabaseError:
+        _delete_quietly(key)  # nothing was written yet
+        raise
     if existing is None:
+        committing = False
         try:
             with transaction.atomic():
                 artifact = Artifact.objects.create(
@@ -369,26 +386,47 @@ def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> Up
                     uploaded_by=ctx.actor,
                 )
                 enqueuer.on_commit(artifact.pk)
+                committing = True
         except IntegrityError:  # a concurrent upload of the same content won
-            existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
+            try:
+                existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
+            except DatabaseError:
+                existing = None
             if existing is None:
-                _delete_quietly(key)
+                _delete_quietly(key)  # the INSERT failed: no row points at our key
                 raise
-        except DatabaseError:  # no row was written: keep no bytes nobody points at
-            _delete_quietly(key)
+        except DatabaseError:
+            if committing:
+                _delete_if_unreferenced(key, code=code)  # COMMIT failed: maybe written
+            else:
+                _delete_quietly(key)  # the INSERT failed: certainly no row
             raise
         else:
             message = f"stored ({human_size(size)}, {kind.replace('_', ' ')})"
             if notes:
                 message += f"; {notes[0]}"
             return UploadOutcome(display, "stored", artifact, message)
-    _delete_quietly(key)
+    _delete_quietly(key)  # ours is a second copy; the existing row has its own bytes
     return UploadOutcome(
         display,
         "duplicate",
         existing,
         f"same content as {existing.display_name}, already in this incident; stored once",
     )
+
+
+def _delete_if_unreferenced(key: str, *, code: str) -> None:
+    """Delete ``key`` only if it is certain that no committed row ``code`` points at it."""
+    if connection.in_atomic_block:
+        return  # an outer transaction decides; the sweep cleans up if it rolled back
+    try:
+        connection.close()  # the broken connection; the check below opens a new one
+        if Artifact.objects.filter(code=code).exists():
+            return
+    except DatabaseError:
+        log.warning("could not tell whether %s is referenced; kept for the sweep", key)
+        return
+    _delete_quietly(key)
 
 
 def _timeline(ctx: _Ctx, outcomes: list[UploadOutcome]) -> None:
@@ -405,6 +443,86 @@ def _timeline(ctx: _Ctx, outcomes: list[UploadOutcome]) -> None:
     )
 
 
+# --- stored objects nobody points at ----------------------------------------------------
+
+# What a parse writes beside an artifact's bytes (``parsed_key_for``, ``metrics_key_for``).
+_DERIVED_SUFFIXES = (".parse.json.gz", ".metrics.arrow")
+
+
+def _walk_storage(prefix: str) -> Iterator[str]:
+    try:
+        dirs, files = storage.listdir(prefix)
+    except FileNotFoundError:
+        return
+    for f in files:
+        yield f"{prefix}/{f}"
+    for d in dirs:
+        yield from _walk_storage(f"{prefix}/{d}")
+
+
+def artifact_storage_sweep(
+    *,
+    grace: timedelta | None = None,
+    dry_run: bool = False,
+    incident_codes: list[str] | None = None,
+) -> list[str]:
+    """Delete stored objects under ``incidents/`` that no artifact row points at.
+
+    An upload stores its bytes before it writes its row; when the row could not be
+    written and it could not be told whether it was (the connection dropped during the
+    commit), the bytes are kept rather than risk deleting evidence a row points at.
+    This sweep removes such objects once they are older than ``grace`` (default
+    ``RANKSCOPE_STORAGE_SWEEP_GRACE_SECONDS``, one hour: far longer than any upload
+    takes between storing its bytes and committing its row). An object is referenced
+    when it is an artifact's ``storage_key`` or a parse output derived from one.
+    ``incident_codes`` limits the sweep to those incidents' folders.
+    Returns the keys deleted (or that would be, with ``dry_run``).
+    """
+    if grace is None:
+        grace = timedelta(seconds=settings.RANKSCOPE_STORAGE_SWEEP_GRACE_SECONDS)
+    cutoff = timezone.now() - grace
+    removed: list[str] = []
+    if incident_codes is None:
+        try:
+            incident_codes, _files = storage.listdir("incidents")
+        except FileNotFoundError:
+            return removed
+    for incident_code in incident_codes:
+        prefix = f"incidents/{incident_code}"
+        keys = set(
+            Artifact.objects.filter(storage_key__startswith=f"{prefix}/").values_list(
+                "storage_key", flat=True
+            )
+        )
+        for name in _walk_storage(prefix):
+            base = name
+            for suffix in _DERIVED_SUFFIXES:
+                if name.endswith(suffix):
+                    base = name[: -len(suffix)]
+                    break
+            if name in keys or base in keys:
+                continue
+            try:
+                modified = storage.modified_time(name)
+            except (FileNotFoundError, NotImplementedError):
+                continue
+            if modified >= cutoff:
+                continue  # an upload may still be about to write its row
+            # Checked again just before deleting: an upload may have committed meanwhile.
+            if Artifact.objects.filter(storage_key__in=[name, base]).exists():
+                continue
+            if not dry_run:
+                _delete_quietly(name)
+            removed.append(name)
+    if removed:
+        log.warning(
+            "storage sweep: %s %d unreferenced object(s)",
+            "would delete" if dry_run else "deleted",
+            len(removed),
+        )
+    return removed
+
+
 # --- re-enqueueing (the auditor) ---------------------------------------------------
 
 
@@ -413,11 +531,12 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
 
     Picks rows still ``pending`` (``enqueued_at`` null: the broker was down at upload)
     created more than ``older_than`` ago (default 60 s, so uploads in flight are left
-    alone); rows ``queued`` for more than ``RANKSCOPE_PARSE_QUEUED_SECONDS`` (their
-    message was lost, e.g. Redis restarted without persistence; a duplicate is a no-op);
+    alone); rows ``queued`` (sent at ``enqueued_at``) for more than
+    ``RANKSCOPE_PARSE_QUEUED_SECONDS`` while the ingest queue is empty — no worker took
+    their message: it was lost with a killed worker or with Redis; a duplicate is a no-op;
     and rows ``parsing`` whose heartbeat (``parse_heartbeat_at``, or ``parse_started_at``
     for a row taken before heartbeats existed) is older than
-    ``RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS`` (default 120 s): their worker died, or
+    ``RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS`` (default 60 s): their worker died, or
     the hard time limit stopped them. A row whose parse was already started
     ``MAX_PARSE_ATTEMPTS`` times is failed with the reason instead.
     Safe to run from several auditors at once: the parse task is itself idempotent.
@@ -426,15 +545,18 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
     now = timezone.now()
     cutoff = now - (older_than if older_than is not None else timedelta(seconds=60))
     stale = now - timedelta(
-        seconds=getattr(settings, "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 120)
+        seconds=getattr(settings, "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 60)
     )
-    queued_cutoff = now - timedelta(
-        seconds=getattr(settings, "RANKSCOPE_PARSE_QUEUED_SECONDS", 600)
-    )
+    queued_cutoff = now - timedelta(seconds=getattr(settings, "RANKSCOPE_PARSE_QUEUED_SECONDS", 90))
     pending = Artifact.objects.filter(
         parse_status=ParseStatus.PENDING, enqueued_at__isnull=True, created_at__lt=cutoff
     )
     lost = Artifact.objects.filter(parse_status=ParseStatus.QUEUED, enqueued_at__lt=queued_cutoff)
+    if lost.exists() and _ingest_queue_busy():
+        # Messages still wait in the queue: these rows may only be behind them. Once it
+        # has drained, whatever is still "queued" was lost (with a killed worker's
+        # prefetched message, or with Redis) and is re-sent.
+        lost = lost.none()
     stuck = _parsing_gone_quiet(stale)
     stuck_ids: set[int] = set()
     ids = list(pending.values_list("pk", flat=True)[:limit])
@@ -467,6 +589,13 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
     return sent
 
 
+def _ingest_queue_busy() -> bool:
+    from apps.lib.brokerqueue import queue_depth
+
+    depth = queue_depth("ingest")
+    return bool(depth)
+
+
 def _parsing_gone_quiet(stale: datetime) -> QuerySet[Artifact]:
     """Rows ``parsing`` whose last sign of life is older than ``stale``."""
     return Artifact.objects.alias(
@@ -488,11 +617,9 @@ def metrics_key_for(artifact: Artifact) -> str:
 def _storage_replace(key: str, fp: IO[bytes]) -> str:
     """Write ``fp`` at exactly ``key`` (a re-run overwrites its own output)."""
     try:
-        if default_storage.exists(key):
-            default_storage.delete(key)
         fp.seek(0)
-        saved = default_storage.save(key, File(fp, name=key.rsplit("/", 1)[-1]))
-    except OSError as exc:
+        saved = storage.save_stream(key, fp, replace=True)
+    except storage.ERRORS as exc:
         raise StorageUnavailable(f"could not write {key}: {exc}") from exc
     return saved
 
@@ -602,15 +729,22 @@ def parse_heartbeat(*, artifact_id: int, token: str) -> Heartbeat:
 def _parse(artifact_id: int, token: str) -> str | None:
     artifact = Artifact.objects.select_related("incident").get(pk=artifact_id)
     try:
-        fp = default_storage.open(artifact.storage_key, "rb")
+        fp = storage.open_stream(artifact.storage_key)
     except FileNotFoundError:
         return _finish_failed(artifact, token, "the stored file is missing from storage")
     except Exception as exc:
         raise StorageUnavailable(f"could not open {artifact.storage_key}: {exc}") from exc
     with fp:
-        result = engine.parse_artifact(fp, name=artifact.display_name)
+        # The viewer's line index is noted on the way: the file is read once.
+        indexing = lineindex.IndexingReader(fp)
+        result = engine.parse_artifact(indexing, name=artifact.display_name)  # type: ignore[arg-type]
+    if indexing.error is not None:  # the store failed mid-read: retry, not "bad file"
+        raise StorageUnavailable(f"could not read {artifact.storage_key}: {indexing.error}")
 
     parsed_key = _write_result(artifact, result)
+    index = indexing.payload() if result.kind != "metrics" else None
+    if index is not None:
+        _storage_replace(lineindex.key_for(artifact.storage_key), io.BytesIO(index))
     metrics_key = ""
     if result.metrics is not None and len(result.metrics):
         with tempfile.TemporaryFile() as tmp:
@@ -735,6 +869,32 @@ def _request_analysis(incident: Incident) -> None:
     analysis_request(incident=incident, trigger="ingest")
 
 
+def artifact_delete(*, artifact: Artifact, actor: AbstractBaseUser | None = None) -> None:
+    """Remove an artifact: its row (and rank digests) and every object stored for it.
+
+    The row goes first, in a transaction with a timeline entry, so nothing points at
+    bytes that are being removed; objects that cannot be removed are logged (the
+    store's own sweep finds them later) and do not undo the deletion.
+    """
+    keys = [
+        artifact.storage_key,
+        artifact.parsed_key,
+        artifact.metrics_key,
+        lineindex.key_for(artifact.storage_key) if artifact.storage_key else "",
+    ]
+    with transaction.atomic():
+        incident_event_add(
+            incident=artifact.incident,
+            kind="ingest.deleted",
+            message=f"Deleted {artifact.display_name}",
+            actor=actor,
+            data={"artifact": artifact.code, "name": artifact.display_name},
+        )
+        artifact.delete()
+    for key in keys:
+        _delete_quietly(key)
+
+
 def open_for_reading(artifact: Artifact) -> BinaryIO:
     """The stored bytes of an artifact (callers close it)."""
-    return default_storage.open(artifact.storage_key, "rb")  # type: ignore[return-value]
+    return storage.open_stream(artifact.storage_key)

@@ -124,6 +124,8 @@ def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     placed = {r for rs in hosts.values() for r in rs}
     unplaced = sorted(r for r in roles if r not in placed)
     width = max([len(rs) for rs in hosts.values()] + [8])
+    # straggler scores (peers' median ÷ the rank's own time; 1 = typical), when metrics gave them
+    scores = (doc.get("localization") or {}).get("straggler_scores") or {}
     rows: list[tuple[str, list[int]]] = sorted(
         hosts.items(), key=lambda kv: (kv[1][0] if kv[1] else 1 << 30, kv[0])
     )
@@ -140,7 +142,11 @@ def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
                 r = ranks[local]
                 role = roles.get(r, "healthy")
                 z_row.append(ROLES.index(role))
-                t_row.append(f"rank {r} · {_plain(host)} · local {local} · {role}")
+                score = scores.get(str(r))
+                t_row.append(
+                    f"rank {r} · {_plain(host)} · local {local} · {role}"
+                    + (f" · straggler score {float(score):.2f}" if score is not None else "")
+                )
             else:
                 z_row.append(None)
                 t_row.append("")

@@ -111,7 +111,7 @@ def peak_rss_mb(pid: int) -> dict[int, float]:
     return peaks
 
 
-def incident_page_shows(port: int, code: str, summary: str, team: object) -> str:
+def incident_page_shows(base: str, code: str, summary: str, team: object) -> str:
     """Log in as a team member and look for the verdict's summary on the incident page."""
     import html
 
@@ -122,7 +122,6 @@ def incident_page_shows(port: int, code: str, summary: str, team: object) -> str
     user = get_user_model().objects.create_user("bench-oncall", password=BENCH_PASSWORD)
     Membership.objects.create(team=team, user=user)
     session = requests.Session()
-    base = f"http://127.0.0.1:{port}"
     session.get(f"{base}/login/", timeout=30)
     session.post(
         f"{base}/login/",
@@ -161,6 +160,19 @@ def main() -> int:
     parser.add_argument("--broker", default="redis://127.0.0.1:6379/11")
     parser.add_argument("--cache", default="redis://127.0.0.1:6379/12")
     parser.add_argument("--parse-wait", type=float, default=600, help="s to wait for parsing")
+    parser.add_argument(
+        "--web-hosts",
+        type=int,
+        default=0,
+        help="the many-hosts shape (deploy/compose.hosts.yml): this many web hosts, each "
+        "with its own directories, sharing only PostgreSQL, Redis and SeaweedFS (S3); "
+        "requests are spread over them as a load balancer would. 0: one web process "
+        "and the filesystem store",
+    )
+    parser.add_argument("--worker-hosts", type=int, default=1, help="with --web-hosts")
+    parser.add_argument(
+        "--worker-concurrency", type=int, default=1, help="processes per worker service"
+    )
     args = parser.parse_args()
 
     var = ROOT / "var" / "bench-api"
@@ -175,6 +187,12 @@ def main() -> int:
         DJANGO_ALLOWED_HOSTS="127.0.0.1",
         RANKSCOPE_API_BURST=str(max(2048, args.nodes * 2)),
     )
+    store = None
+    if args.web_hosts:
+        from tests.objectstore import SeaweedFS
+
+        store = SeaweedFS().start()
+        env.update(store.env(f"bench-{time.time_ns()}"), DJANGO_SECRET_KEY="bench: one key")  # noqa: S106 - loopback only
     os.environ.update(env)
 
     import psycopg
@@ -204,6 +222,8 @@ def main() -> int:
     port = free_port()
     logs = var / "logs"
     logs.mkdir(exist_ok=True)
+    if args.web_hosts:
+        return _many_hosts(args, env, var, store, token, team)
     web = subprocess.Popen(
         [
             str(ROOT / ".venv" / "bin" / "gunicorn"),
@@ -248,214 +268,13 @@ def main() -> int:
         stdout=(logs / "worker.log").open("wb"),
         stderr=subprocess.STDOUT,
     )
-    url = f"http://127.0.0.1:{port}/api/v1/ingest/slurm"
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code < 500:
-                    break
-            except requests.RequestException:
-                time.sleep(0.2)
-        else:
+        if not _wait_up(f"http://127.0.0.1:{port}"):
             print("gunicorn did not start; see", logs / "gunicorn.log")
             return 1
-
-        size = args.size_kb * 1024
-        culprit_node = args.nodes * 3 // 5
-        bodies = {n: node_log(n, size, culprit_node) for n in range(args.nodes)}
-        distinct = {hashlib.sha256(b).hexdigest() for b in bodies.values()}
-        rng = random.Random(7)
-        repeats = rng.sample(range(args.nodes), int(args.nodes * args.repeat_share))
-        jobs = list(range(args.nodes)) + repeats
-        barrier = threading.Barrier(min(args.concurrency, len(jobs)))
-        results: list[tuple[int, float, str]] = []
-        lock = threading.Lock()
-
-        def post(item: tuple[int, int]) -> None:
-            index, node = item
-            session = requests.Session()
-            files = [("file", (f"rank_{node * 8}.log", bodies[node], "text/plain"))]
-            data = {
-                "cluster": "bench",
-                "job_id": "1024001",
-                "run_key": "0",
-                "node": f"node{node:04d}",
-                "exit_code": "1",
-            }
-            if index < barrier.parties:  # the first wave leaves together
-                with contextlib.suppress(threading.BrokenBarrierError):
-                    barrier.wait(timeout=120)
-            started = time.perf_counter()
-            try:
-                r = session.post(
-                    url,
-                    data=data,
-                    files=files,
-                    headers={"Authorization": f"Bearer {token}"},
-                    timeout=300,
-                )
-                outcome = (r.status_code, time.perf_counter() - started, r.text[:200])
-            except requests.RequestException as exc:
-                outcome = (0, time.perf_counter() - started, repr(exc)[:200])
-            with lock:
-                results.append(outcome)
-
-        wall = time.perf_counter()
-        with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
-            list(pool.map(post, enumerate(jobs)))
-        uploaded_at = time.monotonic()  # the last upload has been answered
-        wall = time.perf_counter() - wall
-        # EpilogSlurmctld: the job is over, analyse as soon as every file is parsed
-        controller = requests.post(  # multipart, as curl -F sends it
-            url,
-            files={
-                k: (None, v)
-                for k, v in {
-                    "cluster": "bench",
-                    "job_id": "1024001",
-                    "run_key": "0",
-                    "stage": "controller",
-                    "exit_code": "1",
-                    "job": json.dumps(
-                        {"job_name": "bench", "job_nodelist": f"node[0000-{args.nodes - 1:04d}]"}
-                    ),
-                }.items()
-            },
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=60,
+        return _fire(
+            args, token, team, [f"http://127.0.0.1:{port}"], shape=None, worker_pids=[worker.pid]
         )
-
-        from django.db import connection
-
-        from apps.incidents.models import Incident
-        from apps.ingest.models import Artifact
-
-        connection.close()
-        incidents = Incident.objects.filter(team=team, cluster="bench", job_id="1024001")
-        n_incidents = incidents.count()
-        incident = incidents.first()
-        # the node posts' files (the controller's job record is one more artifact)
-        artifacts = (
-            Artifact.objects.filter(incident=incident).exclude(kind="slurm_job")
-            if incident
-            else None
-        )
-        n_artifacts = artifacts.count() if artifacts is not None else 0
-        stored_shas = (
-            set(artifacts.values_list("sha256", flat=True)) if artifacts is not None else set()
-        )
-        codes: dict[int, int] = {}
-        for code, _, _ in results:
-            codes[code] = codes.get(code, 0) + 1
-        latencies = [lat for _, lat, _ in results]
-        ok = [lat for code, lat, _ in results if 200 <= code < 300]
-
-        from apps.analysis.models import AnalysisRun, RunStatus
-
-        parsed_in = verdict_in = None
-        while artifacts is not None and time.monotonic() - uploaded_at < args.parse_wait:
-            now = time.monotonic()
-            if parsed_in is None:
-                active = Artifact.objects.filter(
-                    incident=incident, parse_status__in=["pending", "queued", "parsing"]
-                )
-                if not active.exists():
-                    parsed_in = now - uploaded_at
-            if parsed_in is not None:
-                run = (
-                    AnalysisRun.objects.filter(incident=incident, status=RunStatus.SUCCEEDED)
-                    .order_by("-finished_at")
-                    .first()
-                )
-                every = Artifact.objects.filter(incident=incident).exclude(parse_status="rejected")
-                if run is not None and len(run.inputs) == every.count():
-                    verdict_in = now - uploaded_at
-                    break
-            time.sleep(0.25)
-        parse_counts = (
-            {
-                s: artifacts.filter(parse_status=s).count()
-                for s in ("parsed", "failed", "rejected", "pending", "queued", "parsing")
-            }
-            if artifacts is not None
-            else {}
-        )
-        verdict = shown = ""
-        timings: dict = {}
-        if verdict_in is not None:
-            triage = run.document["triage"]
-            culprits = run.document["localization"]["culprit_ranks"]
-            verdict = f"{triage['shape']} · {triage['category']} · ranks {culprits}"
-            timings = run.timings or {}
-            shown = incident_page_shows(port, incident.code, triage["summary"], team)
-        rss = peak_rss_mb(worker.pid)
-        mb = args.nodes * size / 1e6
-        print()
-        print(
-            f"Machine: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
-            f"gunicorn {args.web_workers} workers x {args.web_threads} threads (gthread), 1 Celery worker x 2, "
-            "PostgreSQL and Redis on loopback."
-        )
-        print()
-        print("| measure | value |")
-        print("| --- | --- |")
-        print(
-            f"| requests (distinct nodes + repeats) | {len(jobs)} ({args.nodes} + {len(repeats)}) |"
-        )
-        print(f"| body per request | {size / 1e6:.2f} MB |")
-        print(f"| client concurrency | {min(args.concurrency, len(jobs))} |")
-        print(f"| status codes | {', '.join(f'{k}: {v}' for k, v in sorted(codes.items()))} |")
-        print(
-            f"| 5xx / connection errors | {sum(v for k, v in codes.items() if k >= 500 or k == 0)} |"
-        )
-        print(f"| latency p50 | {statistics.median(latencies) * 1000:.0f} ms |")
-        print(f"| latency p99 | {percentile(latencies, 99) * 1000:.0f} ms |")
-        print(f"| latency max | {max(latencies) * 1000:.0f} ms |")
-        print(f"| wall time, all requests | {wall:.1f} s |")
-        print(f"| throughput | {len(jobs) / wall:.1f} req/s, {mb / wall:.1f} MB/s of logs |")
-        print(f"| incidents for the job run | {n_incidents} |")
-        print(f"| artifacts stored / distinct files | {n_artifacts} / {len(distinct)} |")
-        print(f"| stored sha256 == sent sha256 | {stored_shas == distinct} |")
-        print(f"| controller epilog post | HTTP {controller.status_code} |")
-        print(
-            f"| last upload answered → all parsed | "
-            f"{f'{parsed_in:.1f} s' if parsed_in is not None else 'not within the wait'} "
-            f"({', '.join(f'{k} {v}' for k, v in parse_counts.items() if v)}) |"
-        )
-        if verdict_in is not None:
-            print(f"| all parsed → verdict stored | {verdict_in - parsed_in:.1f} s |")
-            print(f"| **last upload answered → verdict stored** | **{verdict_in:.1f} s** |")
-            print(f"| analysis run's own timings | {timings} |")
-            print(f"| verdict | {verdict} |")
-            print(f"| incident page shows the verdict | {shown} |")
-        else:
-            print("| verdict stored | not within the wait |")
-        print(
-            f"| peak RSS of the worker's processes | "
-            f"{', '.join(f'{v:.0f} MB' for v in sorted(rss.values(), reverse=True))} |"
-        )
-        failures = []
-        if n_incidents != 1:
-            failures.append(f"{n_incidents} incidents")
-        if n_artifacts != len(distinct) or stored_shas != distinct:
-            failures.append("stored files differ from sent files")
-        if any(k >= 500 or k == 0 for k in codes):
-            failures.append("server errors")
-            for code, _, text in results:
-                if code >= 500 or code == 0:
-                    print("  e.g.", code, text)
-                    break
-        expected = [culprit_node * 8 + CULPRIT_LOCAL]
-        if verdict_in is None or culprits != expected or triage["category"] != "OOM":
-            failures.append(f"verdict {verdict or 'missing'} (expected an OOM on {expected})")
-        elif shown != "yes":
-            failures.append("the incident page does not show the verdict")
-        if len(ok) != len(jobs):
-            failures.append(f"{len(jobs) - len(ok)} non-2xx answers")
-        print()
-        print("RESULT:", "PASS" if not failures else "FAIL: " + "; ".join(failures))
-        return 0 if not failures else 1
     finally:
         for proc in (web, worker):
             proc.terminate()
@@ -464,6 +283,250 @@ def main() -> int:
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def _wait_up(base: str) -> bool:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{base}/healthz", timeout=10).status_code < 500:
+                return True
+        except requests.RequestException:
+            pass
+        time.sleep(0.3)
+    return False
+
+
+def _many_hosts(args, env: dict[str, str], var: Path, store, token: str, team) -> int:
+    """N web hosts and M worker hosts as in deploy/compose.hosts.yml, on loopback."""
+    import shutil
+
+    from tests.hosts import Host
+
+    base = var / "hosts"
+    shutil.rmtree(base, ignore_errors=True)
+    webs = [Host(base, f"web-{n}", env) for n in range(1, args.web_hosts + 1)]
+    workers = [Host(base, f"worker-{n}", env) for n in range(1, args.worker_hosts + 1)]
+    try:
+        urls = [h.start_web(port=free_port(), workers=args.web_workers) for h in webs]
+        for h in workers:
+            h.start_worker(concurrency=args.worker_concurrency)
+        for u in urls:
+            if not _wait_up(u):
+                print("a web host did not start:", "\n".join(h.logs() for h in webs))
+                return 1
+        shape = (
+            f"{args.web_hosts} web hosts x gunicorn {args.web_workers} workers x 8 threads, "
+            f"{args.worker_hosts} worker hosts x (ingest + analysis worker, "
+            f"{args.worker_concurrency} process each), each host with its own directories; "
+            "shared: PostgreSQL, Redis, SeaweedFS 4.48 (S3) on loopback"
+        )
+        pids = [p.pid for h in workers for role, p, _ in h.procs]
+        return _fire(args, token, team, urls, shape=shape, worker_pids=pids)
+    finally:
+        for h in webs + workers:
+            h.stop()
+        store.stop()
+
+
+def _fire(
+    args, token: str, team, bases: list[str], *, shape: str | None, worker_pids: list[int]
+) -> int:
+    size = args.size_kb * 1024
+    culprit_node = args.nodes * 3 // 5
+    bodies = {n: node_log(n, size, culprit_node) for n in range(args.nodes)}
+    distinct = {hashlib.sha256(b).hexdigest() for b in bodies.values()}
+    rng = random.Random(7)
+    repeats = rng.sample(range(args.nodes), int(args.nodes * args.repeat_share))
+    jobs = list(range(args.nodes)) + repeats
+    barrier = threading.Barrier(min(args.concurrency, len(jobs)))
+    results: list[tuple[int, float, str]] = []
+    lock = threading.Lock()
+
+    def post(item: tuple[int, int]) -> None:
+        index, node = item
+        session = requests.Session()
+        url = f"{bases[index % len(bases)]}/api/v1/ingest/slurm"
+        files = [("file", (f"rank_{node * 8}.log", bodies[node], "text/plain"))]
+        data = {
+            "cluster": "bench",
+            "job_id": "1024001",
+            "run_key": "0",
+            "node": f"node{node:04d}",
+            "exit_code": "1",
+        }
+        if index < barrier.parties:  # the first wave leaves together
+            with contextlib.suppress(threading.BrokenBarrierError):
+                barrier.wait(timeout=120)
+        started = time.perf_counter()
+        try:
+            r = session.post(
+                url,
+                data=data,
+                files=files,
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=300,
+            )
+            outcome = (r.status_code, time.perf_counter() - started, r.text[:200])
+        except requests.RequestException as exc:
+            outcome = (0, time.perf_counter() - started, repr(exc)[:200])
+        with lock:
+            results.append(outcome)
+
+    wall = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
+        list(pool.map(post, enumerate(jobs)))
+    uploaded_at = time.monotonic()  # the last upload has been answered
+    wall = time.perf_counter() - wall
+    # EpilogSlurmctld: the job is over, analyse as soon as every file is parsed
+    controller = requests.post(  # multipart, as curl -F sends it
+        f"{bases[0]}/api/v1/ingest/slurm",
+        files={
+            k: (None, v)
+            for k, v in {
+                "cluster": "bench",
+                "job_id": "1024001",
+                "run_key": "0",
+                "stage": "controller",
+                "exit_code": "1",
+                "job": json.dumps(
+                    {"job_name": "bench", "job_nodelist": f"node[0000-{args.nodes - 1:04d}]"}
+                ),
+            }.items()
+        },
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
+
+    from django.db import connection
+
+    from apps.incidents.models import Incident
+    from apps.ingest.models import Artifact
+
+    connection.close()
+    incidents = Incident.objects.filter(team=team, cluster="bench", job_id="1024001")
+    n_incidents = incidents.count()
+    incident = incidents.first()
+    # the node posts' files (the controller's job record is one more artifact)
+    artifacts = (
+        Artifact.objects.filter(incident=incident).exclude(kind="slurm_job") if incident else None
+    )
+    n_artifacts = artifacts.count() if artifacts is not None else 0
+    stored_shas = (
+        set(artifacts.values_list("sha256", flat=True)) if artifacts is not None else set()
+    )
+    codes: dict[int, int] = {}
+    for code, _, _ in results:
+        codes[code] = codes.get(code, 0) + 1
+    latencies = [lat for _, lat, _ in results]
+    ok = [lat for code, lat, _ in results if 200 <= code < 300]
+
+    from apps.analysis.models import AnalysisRun, RunStatus
+
+    parsed_in = verdict_in = None
+    while artifacts is not None and time.monotonic() - uploaded_at < args.parse_wait:
+        now = time.monotonic()
+        if parsed_in is None:
+            active = Artifact.objects.filter(
+                incident=incident, parse_status__in=["pending", "queued", "parsing"]
+            )
+            if not active.exists():
+                parsed_in = now - uploaded_at
+        if parsed_in is not None:
+            run = (
+                AnalysisRun.objects.filter(incident=incident, status=RunStatus.SUCCEEDED)
+                .order_by("-finished_at")
+                .first()
+            )
+            every = Artifact.objects.filter(incident=incident).exclude(parse_status="rejected")
+            if run is not None and len(run.inputs) == every.count():
+                verdict_in = now - uploaded_at
+                break
+        time.sleep(0.25)
+    parse_counts = (
+        {
+            s: artifacts.filter(parse_status=s).count()
+            for s in ("parsed", "failed", "rejected", "pending", "queued", "parsing")
+        }
+        if artifacts is not None
+        else {}
+    )
+    verdict = shown = ""
+    timings: dict = {}
+    if verdict_in is not None:
+        triage = run.document["triage"]
+        culprits = run.document["localization"]["culprit_ranks"]
+        verdict = f"{triage['shape']} · {triage['category']} · ranks {culprits}"
+        timings = run.timings or {}
+        shown = incident_page_shows(bases[0], incident.code, triage["summary"], team)
+    rss: dict[int, float] = {}
+    for pid in worker_pids:
+        rss.update(peak_rss_mb(pid))
+    mb = args.nodes * size / 1e6
+    print()
+    print(
+        f"Machine: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+        + (
+            shape
+            or f"gunicorn {args.web_workers} workers x {args.web_threads} threads (gthread), "
+            "1 Celery worker x 2, PostgreSQL and Redis on loopback, filesystem store."
+        )
+    )
+    print()
+    print("| measure | value |")
+    print("| --- | --- |")
+    print(f"| requests (distinct nodes + repeats) | {len(jobs)} ({args.nodes} + {len(repeats)}) |")
+    print(f"| body per request | {size / 1e6:.2f} MB |")
+    print(f"| client concurrency | {min(args.concurrency, len(jobs))} |")
+    print(f"| status codes | {', '.join(f'{k}: {v}' for k, v in sorted(codes.items()))} |")
+    print(f"| 5xx / connection errors | {sum(v for k, v in codes.items() if k >= 500 or k == 0)} |")
+    print(f"| latency p50 | {statistics.median(latencies) * 1000:.0f} ms |")
+    print(f"| latency p99 | {percentile(latencies, 99) * 1000:.0f} ms |")
+    print(f"| latency max | {max(latencies) * 1000:.0f} ms |")
+    print(f"| wall time, all requests | {wall:.1f} s |")
+    print(f"| throughput | {len(jobs) / wall:.1f} req/s, {mb / wall:.1f} MB/s of logs |")
+    print(f"| incidents for the job run | {n_incidents} |")
+    print(f"| artifacts stored / distinct files | {n_artifacts} / {len(distinct)} |")
+    print(f"| stored sha256 == sent sha256 | {stored_shas == distinct} |")
+    print(f"| controller epilog post | HTTP {controller.status_code} |")
+    print(
+        f"| last upload answered → all parsed | "
+        f"{f'{parsed_in:.1f} s' if parsed_in is not None else 'not within the wait'} "
+        f"({', '.join(f'{k} {v}' for k, v in parse_counts.items() if v)}) |"
+    )
+    if verdict_in is not None:
+        print(f"| all parsed → verdict stored | {verdict_in - parsed_in:.1f} s |")
+        print(f"| **last upload answered → verdict stored** | **{verdict_in:.1f} s** |")
+        print(f"| analysis run's own timings | {timings} |")
+        print(f"| verdict | {verdict} |")
+        print(f"| incident page shows the verdict | {shown} |")
+    else:
+        print("| verdict stored | not within the wait |")
+    print(
+        f"| peak RSS of the worker's processes | "
+        f"{', '.join(f'{v:.0f} MB' for v in sorted(rss.values(), reverse=True))} |"
+    )
+    failures = []
+    if n_incidents != 1:
+        failures.append(f"{n_incidents} incidents")
+    if n_artifacts != len(distinct) or stored_shas != distinct:
+        failures.append("stored files differ from sent files")
+    if any(k >= 500 or k == 0 for k in codes):
+        failures.append("server errors")
+        for code, _, text in results:
+            if code >= 500 or code == 0:
+                print("  e.g.", code, text)
+                break
+    expected = [culprit_node * 8 + CULPRIT_LOCAL]
+    if verdict_in is None or culprits != expected or triage["category"] != "OOM":
+        failures.append(f"verdict {verdict or 'missing'} (expected an OOM on {expected})")
+    elif shown != "yes":
+        failures.append("the incident page does not show the verdict")
+    if len(ok) != len(jobs):
+        failures.append(f"{len(jobs) - len(ok)} non-2xx answers")
+    print()
+    print("RESULT:", "PASS" if not failures else "FAIL: " + "; ".join(failures))
+    return 0 if not failures else 1
 
 
 if __name__ == "__main__":

@@ -44,6 +44,15 @@ def test_rank_map_places_1024_ranks_on_nodes_and_colours_each_role():
     assert "crashed 1" in fig["note"] and "missing 1" in fig["note"]
 
 
+def test_rank_map_shows_each_ranks_straggler_score_when_metrics_gave_it():
+    doc = _job(world=16)
+    doc["localization"]["straggler_scores"] = {"5": 0.614, "6": 1.002}
+    trace = charts.rank_map_figure(doc)["data"][0]
+    assert trace["text"][0][5].endswith("straggler score 0.61")
+    assert trace["text"][0][6].endswith("straggler score 1.00")
+    assert "score" not in trace["text"][0][4]
+
+
 def test_rank_map_is_absent_without_ranks():
     assert charts.rank_map_figure(None) is None
     assert charts.rank_map_figure({"job": {}}) is None
