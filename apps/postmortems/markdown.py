@@ -158,6 +158,8 @@ def render(ctx: dict[str, Any]) -> str:
 
 def _render(ctx: dict[str, Any]) -> str:
     pm = ctx["postmortem"]
+    # Optional sections: a published text says so plainly instead of "not written yet".
+    optional_empty = "_Nothing recorded._" if pm.status == "published" else "_Not written yet._"
     snap: dict[str, Any] = pm.snapshot or {}
     inc = snap.get("incident") or {}
     cost: CostResult | None = ctx.get("cost")
@@ -515,9 +517,9 @@ def _render(ctx: dict[str, Any]) -> str:
         out.append("_No action items recorded._")
     out.append("")
 
-    out += ["## What went well", "", *_para(pm.went_well)]
-    out += ["## What went wrong", "", *_para(pm.went_wrong)]
-    out += ["## Where we got lucky", "", *_para(pm.got_lucky)]
+    out += ["## What went well", "", *_para(pm.went_well, empty=optional_empty)]
+    out += ["## What went wrong", "", *_para(pm.went_wrong, empty=optional_empty)]
+    out += ["## Where we got lucky", "", *_para(pm.got_lucky, empty=optional_empty)]
 
     out += ["## Lessons learned", ""]
     phases = ctx.get("phases") or []

@@ -215,7 +215,14 @@ def postmortem_snapshot_refresh(
     postmortem.snapshot = snapshot_build(incident=postmortem.incident, now=now)
     postmortem.snapshot_taken_at = now
     postmortem.revision += 1
-    postmortem.save(update_fields=["snapshot", "snapshot_taken_at", "revision", "updated_at"])
+    # Cost inputs nobody has entered yet are taken from the new snapshot too.
+    inputs = dict(postmortem.cost_inputs or {})
+    for name, value in (postmortem.snapshot.get("cost_prefill") or {}).items():
+        if inputs.get(name) is None:
+            inputs[name] = value
+    postmortem.cost_inputs = CostInputs.from_json(inputs).to_json()
+    _apply_cost(postmortem)
+    postmortem.save()
     postmortem_reindex(postmortem=postmortem)
     incident_event_add(
         incident=postmortem.incident,

@@ -175,6 +175,14 @@ def impact_start_from_logs(doc: dict[str, Any] | None) -> dt.datetime | None:
     return min(times) if times else None
 
 
+def detection_from_logs(doc: dict[str, Any] | None) -> dt.datetime | None:
+    """When the failure became visible in the logs: the last link of the causal chain
+    (the symptom everyone saw, e.g. the watchdog timeout), if it has a time."""
+    chain = ((doc or {}).get("root_cause") or {}).get("chain") or []
+    times = [t for link in chain if link.get("time") for t in [_log_time(link["time"])] if t]
+    return max(times) if times else None
+
+
 def _durations(
     incident: Incident, fix_verified_at: str | None, doc: dict[str, Any] | None = None
 ) -> dict[str, Any]:
@@ -187,6 +195,14 @@ def _durations(
     started, started_source = incident.problem_started_at, "entered"
     if started is None:
         started, started_source = impact_start_from_logs(doc), "from the logs"
+    detected, detected_source = incident.detected_at, ""
+    seen = detection_from_logs(doc)
+    opened = incident.created_at
+    defaulted = detected is None or (opened and abs((detected - opened).total_seconds()) < 60)
+    if seen is not None and defaulted and (detected is None or seen < detected):
+        # "Detected" defaulted to when the incident was opened (maybe days after the
+        # logs): the logs say when the failure became visible (the watchdog fired).
+        detected, detected_source = seen, "from the logs"
     return {
         "milestones": [
             {
@@ -195,15 +211,20 @@ def _durations(
                 "at": _iso(started),
                 "source": started_source if started else "",
             },
-            {"key": "detected", "label": "Detected", "at": _iso(incident.detected_at)},
+            {
+                "key": "detected",
+                "label": "Detected",
+                "at": _iso(detected),
+                "source": detected_source,
+            },
             {"key": "mitigated", "label": "Mitigated", "at": _iso(incident.mitigated_at)},
             {"key": "resolved", "label": "Resolved", "at": _iso(incident.resolved_at)},
             {"key": "verified", "label": "Fix verified", "at": fix_verified_at},
         ],
-        "time_to_detect_s": seconds(started, incident.detected_at),
-        "time_to_mitigate_s": seconds(incident.detected_at, incident.mitigated_at),
-        "time_to_resolve_s": seconds(incident.detected_at, incident.resolved_at),
-        "time_to_verify_s": seconds(incident.detected_at, verified),
+        "time_to_detect_s": seconds(started, detected),
+        "time_to_mitigate_s": seconds(detected, incident.mitigated_at),
+        "time_to_resolve_s": seconds(detected, incident.resolved_at),
+        "time_to_verify_s": seconds(detected, verified),
     }
 
 

@@ -212,6 +212,8 @@ def test_a_crash_prefills_gpus_and_impact_start_from_the_logs(team, owner):
     assert started["at"].startswith("2026-03-09T02:40:00")  # the chain's trigger
     text = services.postmortem_render_markdown(postmortem=pm)
     assert "| Impact started (from the logs) | 2026-03-09 02:40:00 UTC |" in text
+    # "Detected" is not the moment the incident was opened, months after the logs
+    assert "| Detected (from the logs) | 2026-03-09 02:40:00 UTC |" in text
     assert "| GPUs | 8 | from the logs |" in text
     assert "— from the logs" in text  # the crash's waste fraction was not typed by anyone
     assert (
