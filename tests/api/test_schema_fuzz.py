@@ -80,7 +80,8 @@ def _accepts_schema_valid_requests(ctx, response, case):
     which bytes are a log (a well-formed upload of, say, an image is answered 400 with
     every file "rejected" and why), and that a raw body's name must come from ``?name=``
     *or* an ``X-Filename`` header (a raw body with neither is answered 400 saying so);
-    nor how a JSON object is encoded in a form field (the SLURM job record)."""
+    nor how a JSON object is encoded in a form field (the SLURM job record), nor that a
+    binary form field must be sent as a file part (with a filename)."""
     if response.status_code == 400:
         body = response.json() or {}
         files = body.get("files") or []
@@ -89,8 +90,11 @@ def _accepts_schema_valid_requests(ctx, response, case):
         raw = case.media_type == "application/octet-stream"
         if raw and str(body.get("detail", "")).startswith("Name the file"):
             return None
-        if set(body) == {"job"} and case.media_type == "multipart/form-data":
+        form = case.media_type == "multipart/form-data"
+        if set(body) == {"job"} and form:
             return None  # a form field's text must parse as a JSON object
+        if form and str(body.get("detail", "")).startswith("No file"):
+            return None  # `file` sent as a plain form field, not as a file part
     return positive_data_acceptance(ctx, response, case)
 
 

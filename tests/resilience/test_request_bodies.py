@@ -60,7 +60,7 @@ class Gunicorn:
             stderr=subprocess.STDOUT,
         )
         wait_for(
-            lambda: self.get("/healthz", timeout=2) is not None,
+            lambda: self.get("/healthz", timeout=10) is not None,
             timeout=30,
             message=lambda: (self.tmp / "gunicorn.log").read_text(errors="replace")[-2000:],
         )
@@ -69,8 +69,13 @@ class Gunicorn:
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.terminate()
-            self.proc.wait(timeout=20)
-        self.log.close()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if hasattr(self, "log"):
+            self.log.close()
 
     def connect(self) -> socket.socket:
         return socket.create_connection(("127.0.0.1", self.port), timeout=30)
@@ -82,7 +87,7 @@ class Gunicorn:
                     f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
                 )
                 return status_of(read_all(s))
-        except OSError:
+        except (OSError, IndexError, ValueError):  # not up yet, or no answer within timeout
             return None
 
 
@@ -104,11 +109,11 @@ def body_of(response: bytes) -> dict:
 
 @pytest.fixture
 def server(transactional_db, tmp_path) -> Iterator[Gunicorn]:
-    g = Gunicorn(tmp_path).start()
+    g = Gunicorn(tmp_path)
     try:
-        yield g
+        yield g.start()
     finally:
-        g.stop()
+        g.stop()  # also when it never answered: no server left holding the database
 
 
 @pytest.fixture
