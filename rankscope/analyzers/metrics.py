@@ -19,6 +19,8 @@ import numpy as np
 from ..model import Event
 from . import Context, register_analyzer
 
+SHORT_SERIES = 4  # fewest steps a drop is judged on (iterations.MIN_ROWS)
+
 
 def _samples(ctx: Context) -> dict[int, tuple[str, dict[str, Any]]]:
     out: dict[int, tuple[str, dict[str, Any]]] = {}
@@ -233,13 +235,22 @@ class MetricsAnalyzer:
         use_time = m.has("step_time")
         vals = m.numpy("step_time" if use_time else "throughput").astype(float)
         per_step = _median_by(steps, vals)
-        if len(per_step) < 20:
+        if len(per_step) < SHORT_SERIES:
             return
         ks = np.array(sorted(per_step))
         vs = np.array([per_step[k] for k in ks])
-        start = max(1, int(0.05 * len(ks)))
-        ks, vs = ks[start:], vs[start:]
-        q = max(3, len(vs) // 4)
+        if len(ks) >= 20:
+            start = max(1, int(0.05 * len(ks)))  # warm-up
+            ks, vs = ks[start:], vs[start:]
+            q = max(3, len(vs) // 4)
+        else:
+            # A short excerpt (a few iteration lines pasted into a report): its first and
+            # last thirds, and only a change that holds on every point of the last third
+            # against every point of the first (no single spike makes a slowdown).
+            q = max(1, len(vs) // 3)
+            first, last = vs[:q], vs[-q:]
+            if not (last.min() > first.max() if use_time else last.max() < first.min()):
+                return
         baseline, recent = float(np.median(vs[:q])), float(np.median(vs[-q:]))
         if baseline <= 0 or recent <= 0:
             return

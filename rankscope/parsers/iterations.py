@@ -41,7 +41,7 @@ MAX_ROWS = 200_000
 FULL_LINES = 1_000  # candidate lines always read
 BYTES_PER_LINE = 256 << 10  # then about one per this many bytes of log
 MAX_TEXT_ROWS = 4_000
-MIN_ROWS = 12  # fewer iteration lines than this are not a series
+MIN_ROWS = 4  # fewer iteration lines than this are not a series (bug reports paste a few)
 
 # candidate lines: a literal of every format above, found with bytes.find (memchr speed;
 # a regex alternation over whole 8 MiB chunks is ~100x slower)
