@@ -137,7 +137,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "fatal",
         "Confirm with `sacct -j <job> -o MaxRSS,ReqMem`; ask for more memory (--mem) or use less.",
         (
-            "slurmstepd: error: Job 5291 exceeded memory limit (626359956 > 512000000), being killed",
+            "slurmstepd: error: Job 4471 exceeded memory limit (626359956 > 512000000), being killed",
             "slurmstepd: Exceeded step memory limit at some point.",
             "slurmstepd: error: Detected 1 oom_kill event in StepId=20417735.batch. Some of the step tasks have been OOM Killed.",
         ),
@@ -389,7 +389,21 @@ CATALOGUE: tuple[Signature, ...] = (
         "error",
         "Drain the node and run the vendor diagnostics (dcgmi diag -r 3 / nvidia-bug-report).",
         ("|ERR!   54C    P2   ERR! / 225W |   6823MiB /  7982MiB |    100%      Default |",),
-        0.8,
+        0.4,  # one ERR! reading also appears on healthy boards: decides nothing alone
+    ),
+    S(
+        "edac-uncorrected-memory",
+        (r"EDAC MC[0-9]+: [0-9]+ UE ",),
+        r"EDAC (?P<mc>MC\d+): (?P<n>\d+) UE (?P<what>[^(]*)",
+        "The host's memory controller reports an uncorrectable (UE) DIMM error.",
+        "HARDWARE",
+        None,
+        "fatal",
+        "Drain the node and have the DIMM named in the message replaced (edac-util / ipmitool sel list).",
+        (
+            "[11189.970968] EDAC MC3: 1 UE memory read error on CPU_SrcID#1_MC#1_Chan#2_DIMM#0 (channel:2 slot:0 page:0xb757589 offset:0x140 grain:32 -  OVERFLOW err_code:0101:0092 socket:1 imc:1 rank:0 bg:3 ba:0 row:1a1e8 col:180)",
+        ),
+        0.85,
     ),
     # --- STORAGE_IO ----------------------------------------------------------------
     S(
@@ -406,6 +420,38 @@ CATALOGUE: tuple[Signature, ...] = (
             "W0000 00:00:1715498963.019816  583764 curl_transport.cc:444] Error [28]=Timeout was reached in curl operation",
         ),
         0.8,
+    ),
+    S(
+        "s3-throttled",
+        (r"'Code': 'SlowDown'", r"Please reduce your request rate"),
+        r"SlowDown|Please reduce your request rate",
+        "The object store throttled the requests (S3 503 SlowDown).",
+        "STORAGE_IO",
+        None,
+        "error",
+        "Spread the requests (fewer concurrent readers, jittered starts, more client retries with backoff) or use a less shared bucket/prefix.",
+        ("{'Error': {'Code': 'SlowDown', 'Message': 'Please reduce your request rate.'}",),
+        0.85,
+    ),
+    S(
+        "checkpoint-truncated",
+        (
+            r"failed finding central directory",
+            r"MetadataIncompleteBuffer",
+            r"unexpected EOF, expected [0-9]+ more bytes",
+        ),
+        r"failed finding central directory|MetadataIncompleteBuffer|unexpected EOF, expected (?P<missing>\d+) more bytes",
+        "A checkpoint/weights file is truncated or corrupt (an interrupted download or save).",
+        "STORAGE_IO",
+        "crash",
+        "fatal",
+        "Verify the file's size/checksum against its source; download or save it again (and write checkpoints to a temp name, then rename).",
+        (
+            "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
+            "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer",
+            "RuntimeError: unexpected EOF, expected 609814 more bytes. The file might be corrupted.",
+        ),
+        0.9,
     ),
     # --- INFRA ---------------------------------------------------------------------
     S(
