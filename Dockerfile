@@ -21,4 +21,6 @@ RUN DJANGO_SECRET_KEY=build-only python manage.py collectstatic --noinput
 USER rankscope
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --retries=3 CMD curl -fsS http://127.0.0.1:8000/healthz || exit 1
-CMD ["gunicorn", "apps.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "4", "--timeout", "300", "--access-logfile", "-"]
+# Its own control socket path: gunicorn's default ($HOME/.gunicorn/gunicorn.ctl) would be
+# shared by every gunicorn run by the same user on a host.
+CMD ["gunicorn", "apps.wsgi:application", "--bind", "0.0.0.0:8000", "--workers", "4", "--threads", "4", "--timeout", "300", "--access-logfile", "-", "--control-socket", "/var/lib/rankscope/gunicorn.ctl"]

@@ -4,7 +4,11 @@ import os
 
 from celery import Celery
 
+from apps.lib import brokertransport
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "apps.settings")
+# A worker that loses Redis with tasks in flight reconnects instead of exiting.
+brokertransport.install()
 
 app = Celery("rankscope")
 app.config_from_object("django.conf:settings", namespace="CELERY")

@@ -73,6 +73,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "apps.api.errors.ApiJsonErrorsMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -195,6 +196,9 @@ STORAGES = {
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 DATA_UPLOAD_MAX_NUMBER_FILES = env_int("RANKSCOPE_MAX_FILES_PER_REQUEST", 2048, minimum=1)
+# A request body that sends nothing for this many seconds is abandoned (400, nothing
+# stored), so stalled clients cannot hold every web server thread (apps.lib.requestbody).
+RANKSCOPE_REQUEST_BODY_TIMEOUT = env_float("RANKSCOPE_REQUEST_BODY_TIMEOUT", 30.0, minimum=0)
 FILE_UPLOAD_TEMP_DIR = str(VAR_DIR / "tmp")
 Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
 
@@ -205,14 +209,26 @@ RANKSCOPE_ARCHIVE_MAX_TOTAL_BYTES = env_int(
 )
 RANKSCOPE_ARCHIVE_MAX_MEMBERS = env_int("RANKSCOPE_ARCHIVE_MAX_MEMBERS", 20_000, minimum=1)
 RANKSCOPE_ARCHIVE_MAX_RATIO = env_float("RANKSCOPE_ARCHIVE_MAX_RATIO", 200.0, minimum=1.0)
+# Stored objects no artifact row points at (an upload whose row could not be written)
+# are deleted by the storage sweep once they are this old.
+RANKSCOPE_STORAGE_SWEEP_GRACE_SECONDS = env_int(
+    "RANKSCOPE_STORAGE_SWEEP_GRACE_SECONDS", 3600, minimum=60
+)
 
 # --- Cache (rate limits and locks must be shared by every process) ------------
 _cache_url = env_url("CACHE_URL", "", schemes=("redis", "rediss", "file"))
 if _cache_url.startswith("redis"):
+    # Bounded waits: a Redis that stops answering must not hold a web request (what uses
+    # the cache fails open, see apps.lib.sharedcache).
+    _cache_timeout = env_float("RANKSCOPE_CACHE_TIMEOUT_SECONDS", 2.0, minimum=0.1)
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": _cache_url,
+            "OPTIONS": {
+                "socket_connect_timeout": _cache_timeout,
+                "socket_timeout": _cache_timeout,
+            },
         }
     }
 else:
@@ -242,7 +258,10 @@ else:
     # Above the longest hard time limit, so a slow task is never handed to a second
     # worker while the first one still runs it.
     CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 2 * 3600, minimum=60)
+        "visibility_timeout": env_int("CELERY_VISIBILITY_TIMEOUT", 2 * 3600, minimum=60),
+        # A dead or unreachable Redis is noticed in seconds, by producers and workers.
+        "socket_connect_timeout": 5,
+        "socket_keepalive": True,
     }
 CELERY_TASK_ALWAYS_EAGER = False
 CELERY_TASK_IGNORE_RESULT = True
@@ -262,7 +281,7 @@ RANKSCOPE_PARSE_HEARTBEAT_SECONDS = env_float(
     "RANKSCOPE_PARSE_HEARTBEAT_SECONDS", 10.0, minimum=0.1
 )
 RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS = env_int(
-    "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 120, minimum=1
+    "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 60, minimum=1
 )
 if RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS < 2 * RANKSCOPE_PARSE_HEARTBEAT_SECONDS:
     # Otherwise a live parse between two beats would look dead and be sent again.
@@ -271,7 +290,14 @@ if RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS < 2 * RANKSCOPE_PARSE_HEARTBEAT_SECON
         str(RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS),
         f"at least twice RANKSCOPE_PARSE_HEARTBEAT_SECONDS ({RANKSCOPE_PARSE_HEARTBEAT_SECONDS:g})",
     )
-RANKSCOPE_PARSE_QUEUED_SECONDS = env_int("RANKSCOPE_PARSE_QUEUED_SECONDS", 600, minimum=1)
+RANKSCOPE_PARSE_QUEUED_SECONDS = env_int("RANKSCOPE_PARSE_QUEUED_SECONDS", 90, minimum=1)
+# The auditor (Celery beat) runs this often. With the values below, work lost with a
+# killed worker or with Redis is re-sent within about two minutes.
+RANKSCOPE_AUDIT_SECONDS = env_float("RANKSCOPE_AUDIT_SECONDS", 30.0, minimum=1)
+# An analysis queued this long while its queue is empty (its message was lost) is re-sent;
+# one whose heartbeat went quiet this long (its worker died) is re-queued.
+RANKSCOPE_ANALYSIS_QUEUED_SECONDS = env_int("RANKSCOPE_ANALYSIS_QUEUED_SECONDS", 90, minimum=1)
+RANKSCOPE_ANALYSIS_STALE_SECONDS = env_int("RANKSCOPE_ANALYSIS_STALE_SECONDS", 60, minimum=1)
 _visibility = CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout")
 if _visibility is not None and _visibility <= CELERY_TASK_TIME_LIMIT:
     # Otherwise Redis hands a slow task to a second worker while the first still runs it.
@@ -281,12 +307,22 @@ if _visibility is not None and _visibility <= CELERY_TASK_TIME_LIMIT:
         f"more seconds than CELERY_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT})",
     )
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker keeps reconnecting through a broker outage of any length (Celery's default
+# gives up after 100 attempts and the worker exits).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_ROUTES = {
     "apps.ingest.tasks.*": {"queue": "ingest"},
     "apps.analysis.tasks.*": {"queue": "analysis"},
 }
 CELERY_BEAT_SCHEDULE: dict = {
-    "analysis-audit": {"task": "apps.analysis.tasks.analysis_audit", "schedule": 60.0},
+    "analysis-audit": {
+        "task": "apps.analysis.tasks.analysis_audit",
+        "schedule": RANKSCOPE_AUDIT_SECONDS,
+    },
+    "ingest-storage-sweep": {
+        "task": "apps.ingest.tasks.artifact_storage_sweep",
+        "schedule": 3600.0,
+    },
 }
 
 # --- REST API -----------------------------------------------------------------
@@ -301,7 +337,8 @@ REST_FRAMEWORK = {
         "apps.api.permissions.TokenScope",
     ],
     "DEFAULT_THROTTLE_CLASSES": ["apps.api.throttling.TokenBucketThrottle"],
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "apps.api.pagination.StrictLimitOffsetPagination",
     "PAGE_SIZE": 50,
 }
 # Per-token token bucket: the burst must cover every node of the largest job posting at once.
@@ -322,6 +359,11 @@ SPECTACULAR_SETTINGS = {
 RANKSCOPE_DEFAULT_GPU_HOUR_USD = env_float("RANKSCOPE_DEFAULT_GPU_HOUR_USD", 4.0, minimum=0)
 # API/SLURM uploads: analyse once no new file has arrived for this long (debounce).
 RANKSCOPE_ANALYSIS_SETTLE_SECONDS = env_float("RANKSCOPE_ANALYSIS_SETTLE_SECONDS", 30.0, minimum=0)
+# Uploads quiet for the settle time plus this long, with no analysis of them: their
+# settle check was lost (with Redis or a worker); the auditor requests the analysis.
+RANKSCOPE_ANALYSIS_SETTLE_GRACE_SECONDS = env_int(
+    "RANKSCOPE_ANALYSIS_SETTLE_GRACE_SECONDS", 30, minimum=0
+)
 
 LOGGING = {
     "version": 1,

@@ -164,8 +164,10 @@ def detect_kind(name: str, head: bytes) -> str:
         or "\tGPU1\t" in text[:4000]
     ):
         return "topology"
-    if re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", text[:4000], re.M):
-        return "slurm_job"
+    if re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", text[:4000], re.M) or (
+        base.startswith("slurm-job-") and text.lstrip().startswith("{")
+    ):
+        return "slurm_job"  # scontrol/sacct text, or the controller epilog's JSON record
     if any(t in base for t in ("dmesg", "kern.log", "syslog", "journal")) or re.match(
         r"\[\s*\d+\.\d+\] ", text
     ):

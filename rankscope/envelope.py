@@ -23,6 +23,10 @@ _MONTHS = {
 # Each wrapper: (name, regex anchored at the start). Group "v" holds a value when useful.
 _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
     ("viewer", re.compile(r"\[(?P<v>\d{2,8})\]\s+(?=\S)")),
+    # mpirun --tag-output / Horovod: [jobid,rank]<stderr>: — the MPI rank is the global rank
+    ("mpi", re.compile(r"\[\d+,(?P<v>\d+)\]<std(?:out|err)>:?\s?")),
+    # torchrun --tee / a launcher's bare stream tag
+    ("tag", re.compile(r"\[std(?:out|err)\]:?\s*")),
     ("srun", re.compile(r"\s*(?P<v>\d{1,6}):\s")),
     ("ray", re.compile(r"\((?P<v>[\w.]+) pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
     ("stream", re.compile(r"(?P<v>[\w.-]+) \[std(?:out|err)\]:?\s*")),
@@ -139,8 +143,11 @@ def peel(line: str) -> Envelope:
                 env.time = iso_from_text(v)
                 if name == "syslog":
                     env.host = m.group("h")
+            elif name == "mpi" and env.rank is None:
+                env.rank = int(v)
             elif name in ("pdsh", "stream") and v and env.host is None:
-                env.host = v
+                # slurmstepd names its node after a dash: "slurmstepd-gpu14-03: error: …"
+                env.host = v[len("slurmstepd-") :] if v.startswith("slurmstepd-") else v
             s = s[m.end() :]
             progressed = True
             break

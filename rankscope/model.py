@@ -181,4 +181,8 @@ def evidence(e: Event) -> dict[str, Any]:
     ref = {"file": e.file, "line": e.line, "text": e.text}
     if e.fields.get("described"):
         ref["described"] = True
+    if not e.time and e.fields.get("approx_time"):
+        # the line has no timestamp: its time is that of the previous stamped line of the
+        # same rank in the same file
+        ref["time_approximate"] = True
     return ref

@@ -10,14 +10,19 @@ Rules for adding a pattern (they keep the scan fast and the candidates rare):
 - the syntax must be understood by Hyperscan, Python ``re`` and ripgrep alike:
   the benchmark hands the same file to ripgrep (``write_pattern_file``).
 
-A pattern only nominates a line; ``parsers/classify.py`` decides what it is.
+``STRUCTURAL`` nominates lines for the structural readers (``parsers/classify.py``);
+the one-line messages of the signature catalogue (``signatures.py``) add their own
+prefilters. ``PATTERNS`` is both, and the scanner's match id indexes ``PATTERN_SIG``
+(``None`` for a structural pattern), so a candidate line knows which signature(s) fired.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-PATTERNS: tuple[str, ...] = (
+from .signatures import SIG_PATTERNS, Signature
+
+STRUCTURAL: tuple[str, ...] = (
     # PyTorch ProcessGroupNCCL watchdog / heartbeat, all wordings
     r"Watchdog caught collective operation timeout",
     r"detected by watchdog at work",
@@ -121,6 +126,10 @@ PATTERNS: tuple[str, ...] = (
     r"\(SUCCEEDED\)",
     r"[Tt]raining (?:completed|finished|done)",
     r"`max_steps=[0-9]+` reached",
+)
+PATTERNS: tuple[str, ...] = STRUCTURAL + tuple(p for p, _ in SIG_PATTERNS)
+PATTERN_SIG: tuple[Signature | None, ...] = (None,) * len(STRUCTURAL) + tuple(
+    s for _, s in SIG_PATTERNS
 )
 
 

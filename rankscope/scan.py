@@ -16,7 +16,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .patterns import PATTERNS
+from .patterns import PATTERN_SIG, PATTERNS
+from .signatures import Signature
+
+# (line start, line end, signatures that fired on the line — catalogue order, may be empty)
+Hit = tuple[int, int, tuple[Signature, ...]]
+_NO_SIGS: tuple[Signature, ...] = ()
+
+
+def _sigs(ids: list[int]) -> tuple[Signature, ...]:
+    out: list[Signature] = []
+    for i in sorted(set(ids)):
+        s = PATTERN_SIG[i] if i < len(PATTERN_SIG) else None
+        if s is not None and s not in out:
+            out.append(s)
+    return tuple(out)
 
 
 class ReScanner:
@@ -24,6 +38,21 @@ class ReScanner:
 
     def __init__(self, patterns: Sequence[str] = PATTERNS) -> None:
         self._rx = re.compile("|".join(f"(?:{p})" for p in patterns).encode())
+        # only for telling which signatures fired on a candidate line (the fallback's cost)
+        self._sig_rx = [
+            (i, re.compile(p.encode()))
+            for i, p in enumerate(patterns)
+            if i < len(PATTERN_SIG) and PATTERN_SIG[i] is not None
+        ]
+
+    def line_hits(self, data: bytes | memoryview) -> list[Hit]:
+        buf = data.obj if isinstance(data, memoryview) else data
+        out: list[Hit] = []
+        for st, en in self.line_spans(data):
+            line = buf[st:en]
+            ids = [i for i, rx in self._sig_rx if rx.search(line)]
+            out.append((st, en, _sigs(ids) if ids else _NO_SIGS))
+        return out
 
     def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
         buf = data.obj if isinstance(data, memoryview) else data  # find/rfind need the owner
@@ -89,31 +118,43 @@ class HyperscanScanner:
         self._db = _hyperscan_db(patterns)
 
     def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
+        return [(s, e) for s, e, _ in self.line_hits(data)]
+
+    def line_hits(self, data: bytes | memoryview) -> list[Hit]:
         buf = data.obj if isinstance(data, memoryview) else data  # find/rfind need the owner
-        ends: list[int] = []
+        ends: list[tuple[int, int]] = []
         append = ends.append
 
-        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            append(end)
+        def on_match(id_: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
+            append((end, id_))
 
         self._db.scan(data, match_event_handler=on_match)
         if not ends:
             return []
         ends.sort()
-        spans: list[tuple[int, int]] = []
+        hits: list[Hit] = []
         n = len(data)
         last_end = -1
-        for e in ends:
+        start = 0
+        ids: list[int] = []
+        for e, i in ends:
             if e <= last_end:
-                continue  # another match on a line we already have
+                if i >= _N_STRUCT:
+                    ids.append(i)  # another match on the line we already have
+                continue
+            if last_end >= 0:
+                hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
             start = buf.rfind(b"\n", 0, e) + 1
             end = buf.find(b"\n", e, n)
             if end < 0:
                 end = n
-            spans.append((start, end))
+            ids = [i] if i >= _N_STRUCT else []
             last_end = end
-        return spans
+        hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
+        return hits
 
+
+_N_STRUCT = sum(1 for x in PATTERN_SIG if x is None)  # structural patterns come first
 
 _SCANNER: ReScanner | HyperscanScanner | None = None
 

@@ -191,3 +191,19 @@ def wait_for(predicate, *, timeout: float = 60.0, interval: float = 0.2, message
         time.sleep(interval)
     text = message() if callable(message) else message
     pytest.fail(text or f"condition not met within {timeout} s")
+
+
+def purge_broker_queues() -> None:
+    """Empty this run's broker queues: messages left by earlier tests (no worker ran
+    them) would make the auditor think its queues are busy."""
+    from apps.celery import app
+
+    with app.connection_for_write() as conn:
+        channel = conn.default_channel
+        for queue in ("default", "ingest", "analysis"):
+            channel.queue_purge(queue)
+
+
+@pytest.fixture
+def empty_broker_queues() -> None:
+    purge_broker_queues()

@@ -53,6 +53,8 @@ def token_list(request: HttpRequest, team_code: str) -> HttpResponse:
         "tokens": selectors.api_token_list_for_team(team=team),
         # Rendered in this response only: the text is never stored, so it cannot be shown again.
         "new_token": new_token,
+        # What the SLURM epilog needs, ready to paste (docs/slurm/README.md).
+        "service_url": request.build_absolute_uri("/").rstrip("/"),
     }
     template = "accounts/tokens.html"
     if request.htmx:

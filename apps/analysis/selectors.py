@@ -85,6 +85,9 @@ class AnalysisPanel:
     phases: list[PhaseFindings] = field(default_factory=list)
     failed_files: list[dict[str, Any]] = field(default_factory=list)
     analyzer_errors: list[dict[str, Any]] = field(default_factory=list)
+    # Every file is parsed but no run covers them yet (the debounce window is open, or
+    # the request is on its way): the panel keeps polling so the verdict arrives by itself.
+    waiting: bool = False
 
     @property
     def files_total(self) -> int:
@@ -102,12 +105,16 @@ class AnalysisPanel:
     def active(self) -> bool:
         """Something is still moving, so the panel keeps polling."""
         running = self.run is not None and not self.run.is_finished
-        return running or self.parsing
+        return running or self.parsing or self.waiting
 
     @property
     def state(self) -> str:
+        if self.parsing:
+            return "parsing"
+        if self.waiting:
+            return "waiting"
         if self.run is None:
-            return "parsing" if self.files_total else "empty"
+            return "empty"
         if not self.run.is_finished:
             return "running"
         return self.run.status
@@ -116,10 +123,44 @@ class AnalysisPanel:
     def parse_percent(self) -> int:
         return round(100 * self.files_parsed / self.files_total) if self.files_total else 0
 
+    @property
+    def fingerprint(self) -> str:
+        """What the incident page last saw: files, parsed files, newest run and its status.
+
+        The page's poll sends it back; an unchanged answer is a 204 (nothing to swap),
+        a changed one tells the rest of the page what moved (see the panel view).
+        """
+        run = f"{self.run.pk}:{self.run.status}" if self.run is not None else "-"
+        return f"{self.files_total}.{self.files_parsed}.{run}"
+
+
+def _run_is_pending(incident: Incident, run: AnalysisRun | None) -> bool:
+    """Files are all parsed but the newest run does not cover them (a run is coming)."""
+    from django.core.cache import cache
+
+    from apps.analysis.services import _settle_key
+
+    if cache.get(_settle_key(incident.pk)):
+        return True
+    stored = set(incident.artifacts.exclude(parse_status="rejected").values_list("pk", flat=True))
+    if not stored:
+        return False
+    return run is None or not stored <= {int(pk) for pk in run.inputs or []}
+
+
+def analysis_seen_for_incident(*, incident: Incident) -> str:
+    """The panel fingerprint as of now, for a page rendered now (cheap: no findings read)."""
+    run = analysis_latest_for_incident(incident=incident)
+    return AnalysisPanel(
+        incident=incident, run=run, parse_counts=_parse_counts(incident)
+    ).fingerprint
+
 
 def analysis_panel_for_incident(*, incident: Incident) -> AnalysisPanel:
     run = analysis_latest_for_incident(incident=incident)
     panel = AnalysisPanel(incident=incident, run=run, parse_counts=_parse_counts(incident))
+    if panel.files_total and not panel.parsing and (run is None or run.is_finished):
+        panel.waiting = _run_is_pending(incident, run)
     if run is None or run.document is None:
         return panel
     doc = run.document

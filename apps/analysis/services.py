@@ -15,22 +15,23 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import timedelta
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.cache import cache
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F, Max
+from django.db.models import Exists, F, Max, OuterRef, Q
 from django.utils import timezone
 
 import rankscope as engine
 from apps.analysis.models import AnalysisRun, Finding, RunStatus, Trigger
 from apps.incidents.models import Incident, Severity
 from apps.incidents.services import incident_event_add
+from apps.lib import sharedcache
+from apps.lib.brokerqueue import queue_depth
 from apps.lib.heartbeat import Heartbeat
 
 logger = logging.getLogger(__name__)
@@ -102,9 +103,12 @@ def _enqueue_on_commit(run: AnalysisRun) -> None:
     run_id, task_id = run.pk, run.task_id
 
     def send() -> None:
-        tasks.analysis_run.apply_async(args=[run_id], task_id=task_id)
+        try:
+            tasks.analysis_run.apply_async(args=[run_id], task_id=task_id)
+        except Exception:  # broker down: the run stays queued; the auditor re-sends it
+            logger.warning("could not enqueue analysis run %s; the auditor will re-send it", run_id)
 
-    transaction.on_commit(send)
+    transaction.on_commit(send, robust=True)
 
 
 def analysis_request(
@@ -134,7 +138,7 @@ def analysis_request(
         _settle_schedule(incident=incident, trigger=trigger, settle_seconds=settle_seconds)
         return None
     manual = trigger == Trigger.MANUAL
-    if trigger == Trigger.INGEST and cache.get(_settle_key(incident.pk)):
+    if trigger == Trigger.INGEST and sharedcache.get(_settle_key(incident.pk)):
         return None  # the open debounce window's check will ask
 
     # Files refused at upload have no bytes and are shown by the upload panel.
@@ -184,15 +188,33 @@ def analysis_request(
 def _settle_schedule(*, incident: Incident, trigger: str, settle_seconds: float) -> None:
     from apps.analysis import tasks
 
-    # One pending check per incident, however many uploads arrive in the window.
-    if not cache.add(_settle_key(incident.pk), trigger, timeout=int(settle_seconds * 4) + 60):
+    # One pending check per incident, however many uploads arrive in the window. With
+    # the cache down (None) every upload sends its own check; the checks are idempotent.
+    key = _settle_key(incident.pk)
+    if sharedcache.add(key, trigger, timeout=int(settle_seconds * 4) + 60) is False:
         return
     incident_id = incident.pk
-    transaction.on_commit(
-        lambda: tasks.analysis_settle.apply_async(
-            args=[incident_id, trigger, settle_seconds], countdown=settle_seconds
-        )
-    )
+
+    def send() -> None:
+        try:
+            tasks.analysis_settle.apply_async(
+                args=[incident_id, trigger, settle_seconds], countdown=settle_seconds
+            )
+        except Exception:  # broker down: the auditor requests the analysis once quiet
+            sharedcache.delete(key)
+            logger.warning("could not schedule the settle check of incident %s", incident_id)
+
+    transaction.on_commit(send, robust=True)
+
+
+def analysis_settle_cancel(*, incident: Incident) -> None:
+    """Close the incident's debounce window: the job is over, no more uploads to wait for.
+
+    The controller epilog says so. Without this, its request finds files still being
+    parsed and returns, and the last parse's fan-in then defers to the window that the
+    nodes' posts opened: the verdict would wait ``settle_seconds`` for nothing.
+    """
+    sharedcache.delete(_settle_key(incident.pk))
 
 
 def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: float) -> None:
@@ -205,18 +227,18 @@ def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: flo
 
     incident = Incident.objects.filter(pk=incident_id).first()
     if incident is None:
-        cache.delete(_settle_key(incident_id))
+        sharedcache.delete(_settle_key(incident_id))
         return
     newest = _incident_artifacts(incident).aggregate(newest=Max("created_at"))["newest"]
     quiet = (timezone.now() - newest).total_seconds() if newest else settle_seconds
     if quiet < settle_seconds:
-        cache.set(_settle_key(incident_id), trigger, timeout=int(settle_seconds * 4) + 60)
+        sharedcache.set(_settle_key(incident_id), trigger, timeout=int(settle_seconds * 4) + 60)
         tasks.analysis_settle.apply_async(
             args=[incident_id, trigger, settle_seconds],
             countdown=max(0.5, settle_seconds - quiet),
         )
         return
-    cache.delete(_settle_key(incident_id))
+    sharedcache.delete(_settle_key(incident_id))
     analysis_request(incident=incident, trigger=trigger)
 
 
@@ -558,6 +580,7 @@ class AuditReport:
     requeued: list[str]
     failed: list[str]
     artifacts_requeued: int
+    settled: list[str] = field(default_factory=list)
 
 
 def _requeue(run: AnalysisRun, *, reason: str, from_status: str) -> bool:
@@ -612,6 +635,41 @@ def _artifacts_enqueue_pending(*, older_than: timedelta) -> int:
     return int(artifact_enqueue_pending(older_than=older_than) or 0)
 
 
+def _analyse_settled_uploads(now: datetime) -> list[str]:
+    """Request the analysis of uploads that settled but were never analysed.
+
+    An incident whose newest upload is older than the settle time plus a grace, whose
+    files are all parsed, and which has no analysis requested since that upload: its
+    settle check (or the parse fan-in) was lost with Redis or with a worker. Looks back
+    one day. ``analysis_request`` is exactly-once per input set, so running this twice,
+    or beside a late settle check, requests one analysis.
+    """
+    settle = _setting("RANKSCOPE_ANALYSIS_SETTLE_SECONDS", 30.0)
+    grace = _setting("RANKSCOPE_ANALYSIS_SETTLE_GRACE_SECONDS", 30)
+    Artifact = _artifact_model()
+    active = Artifact.objects.filter(incident=OuterRef("pk"), parse_status__in=PARSE_ACTIVE)
+    usable = Artifact.objects.filter(incident=OuterRef("pk")).exclude(parse_status="rejected")
+    candidates = (
+        Incident.objects.annotate(
+            newest=Max("artifacts__created_at"), last_run=Max("analysis_runs__created_at")
+        )
+        .filter(
+            newest__gte=now - timedelta(days=1),
+            newest__lt=now - timedelta(seconds=settle + grace),
+        )
+        .filter(Q(last_run__isnull=True) | Q(last_run__lt=F("newest")))
+        .filter(Exists(usable))
+        .exclude(Exists(active))
+    )
+    requested = []
+    for incident in candidates[:200]:
+        sharedcache.delete(_settle_key(incident.pk))
+        run = analysis_request(incident=incident, trigger=Trigger.AUDITOR)
+        if run is not None:
+            requested.append(incident.code)
+    return requested
+
+
 def analysis_audit(*, max_attempts: int = 3) -> AuditReport:
     """Find stuck analysis work and move it on. Run every minute by Celery beat.
 
@@ -620,12 +678,13 @@ def analysis_audit(*, max_attempts: int = 3) -> AuditReport:
     - running past the hard time limit: FAILED with the reason;
     - running, but its heartbeat stopped for RANKSCOPE_ANALYSIS_STALE_SECONDS (the
       worker died): re-queued, up to ``max_attempts`` attempts, then FAILED;
-    - ingest artifacts stuck in pending/queued: their parse is enqueued again.
+    - ingest artifacts stuck in pending/queued: their parse is enqueued again;
+    - uploads that settled without an analysis (a lost settle check): it is requested.
     Every change is compare-and-set, so two auditors at once do each thing once.
     """
     now = timezone.now()
-    queued_limit = timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_QUEUED_SECONDS", 600))
-    stale = timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_STALE_SECONDS", 120))
+    queued_limit = timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_QUEUED_SECONDS", 90))
+    stale = timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_STALE_SECONDS", 60))
     hard = analysis_hard_time_limit()
     report = AuditReport(requeued=[], failed=[], artifacts_requeued=0)
 
@@ -650,10 +709,13 @@ def analysis_audit(*, max_attempts: int = 3) -> AuditReport:
     queued = AnalysisRun.objects.filter(
         status=RunStatus.QUEUED, enqueued_at__lt=now - queued_limit
     ).select_related("incident")
+    if queued.exists() and queue_depth("analysis"):
+        queued = queued.none()  # still behind other messages, not lost: leave them
     for run in queued:
         if _requeue(run, reason="it waited too long in the queue", from_status=RunStatus.QUEUED):
             report.requeued.append(run.code)
 
+    report.settled = _analyse_settled_uploads(now)
     report.artifacts_requeued = _artifacts_enqueue_pending(
         older_than=timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_PENDING_ARTIFACT_SECONDS", 60))
     )

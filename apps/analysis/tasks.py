@@ -43,7 +43,7 @@ def analysis_settle(incident_id: int, trigger: str, settle_seconds: float) -> No
 
 @shared_task(name="apps.analysis.tasks.analysis_audit", acks_late=True, ignore_result=True)
 def analysis_audit() -> dict:
-    """Periodic (Celery beat, every minute): move stuck analysis and parse work on.
+    """Periodic (Celery beat, every ``RANKSCOPE_AUDIT_SECONDS``): move stuck analysis and parse work on.
 
     Every change it makes is compare-and-set, so overlapping runs are harmless.
     """
@@ -52,4 +52,5 @@ def analysis_audit() -> dict:
         "requeued": report.requeued,
         "failed": report.failed,
         "artifacts_requeued": report.artifacts_requeued,
+        "analyses_requested": report.settled,
     }

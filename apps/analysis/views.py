@@ -5,21 +5,45 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
-from django_htmx.http import HttpResponseStopPolling
 
 from apps.analysis import selectors, services
 from apps.analysis.models import Trigger
 from apps.incidents.selectors import incident_get_for_user
 
 
+def _page_events(seen: str, panel: selectors.AnalysisPanel) -> list[str]:
+    """What the rest of the incident page must refresh, given what it last saw.
+
+    ``seen`` is the fingerprint the page was rendered with (files.parsed.run:status).
+    Files added by any path (browser, API, CLI) change the first number; a run that
+    finished with a document changes the last part.
+    """
+    events = []
+    old = seen.split(".", 2)
+    new = panel.fingerprint.split(".", 2)
+    if len(old) != 3 or old[:2] != new[:2]:
+        events.append("artifacts-changed")
+    if (len(old) != 3 or old[2] != new[2]) and panel.document is not None and not panel.active:
+        events.append("rankscope:analysed")
+    return events
+
+
 def _render_panel(request: HttpRequest, incident, *, notice: str = "") -> HttpResponse:
     panel = selectors.analysis_panel_for_incident(incident=incident)
-    context = {"incident": incident, "panel": panel, "notice": notice}
+    # On the incident page the panel is a status line: the verdict and the findings are
+    # shown once, on the first screen and in the phases.
+    compact = bool(request.GET.get("poll"))
+    context = {"incident": incident, "panel": panel, "notice": notice, "compact": compact}
     if request.htmx:
+        seen = request.GET.get("seen", "")
+        if seen and seen == panel.fingerprint and not notice:
+            return HttpResponse(status=204)  # nothing moved; htmx swaps nothing
         response = render(request, "analysis/panel.html#panel", context)
-        if request.GET.get("poll") and not panel.active:
-            # The poll is over: htmx swaps this last answer in and stops polling on 286.
-            response.status_code = HttpResponseStopPolling.status_code
+        # `since`: the first load, with what the page was rendered with (always answered).
+        seen = seen or request.GET.get("since", "")
+        events = _page_events(seen, panel) if seen else []
+        if events:
+            response["HX-Trigger-After-Swap"] = ", ".join(events)
         return response
     return render(request, "analysis/panel.html", context)
 

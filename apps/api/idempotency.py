@@ -2,7 +2,8 @@
 
 Answers are kept in the shared cache (Redis in production) for a day, keyed by who asked,
 the path and the key. A second request with the same key while the first still runs gets
-409, so a client retrying too eagerly cannot make two effects either.
+409, so a client retrying too eagerly cannot make two effects either. While the cache
+is unreachable requests are served without this guarantee (see ``apps.lib.sharedcache``).
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ import hashlib
 from collections.abc import Callable
 from typing import Any
 
-from django.core.cache import cache
 from rest_framework import status
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from apps.api.permissions import request_token
+from apps.lib import sharedcache
 
 KEEP_SECONDS = 24 * 3600
 IN_FLIGHT_SECONDS = 600
@@ -35,18 +36,23 @@ def idempotent(handler: Callable[[Request], Response], request: Request) -> Resp
     key = request.META.get(HEADER, "")
     if not key:
         return handler(request)
-    if len(key) > 255 or not key.isprintable():
+    if len(key) > 255 or any(not " " <= ch <= "~" for ch in key):
         return Response(
-            {"detail": "Idempotency-Key must be at most 255 printable characters."},
+            {"detail": "Idempotency-Key must be at most 255 printable ASCII characters."},
             status=status.HTTP_400_BAD_REQUEST,
         )
     cache_key = _cache_key(request, key)
-    stored: dict[str, Any] | None = cache.get(cache_key)
+    stored: dict[str, Any] | None = sharedcache.get(cache_key)
     if stored is not None:
         return Response(
             stored["body"], status=stored["status"], headers={"Idempotent-Replayed": "true"}
         )
-    if not cache.add(cache_key + ":lock", 1, timeout=IN_FLIGHT_SECONDS):
+    locked = sharedcache.add(cache_key + ":lock", 1, timeout=IN_FLIGHT_SECONDS)
+    if locked is None:
+        # The cache is down: act without the guarantee rather than refuse. Uploads stay
+        # safe to repeat (content is deduplicated per incident).
+        return handler(request)
+    if not locked:
         return Response(
             {"detail": "A request with this Idempotency-Key is still being processed."},
             status=status.HTTP_409_CONFLICT,
@@ -54,9 +60,9 @@ def idempotent(handler: Callable[[Request], Response], request: Request) -> Resp
     try:
         response = handler(request)
         if response.status_code < 500:
-            cache.set(
+            sharedcache.set(
                 cache_key, {"status": response.status_code, "body": response.data}, KEEP_SECONDS
             )
         return response
     finally:
-        cache.delete(cache_key + ":lock")
+        sharedcache.delete(cache_key + ":lock")

@@ -28,7 +28,7 @@ from apps.api.services import (
     job_run_incident_get_or_create,
     upload_files,
 )
-from apps.api.views import IDEMPOTENCY_KEY, actor_of, errors, serialize_outcomes
+from apps.api.views import IDEMPOTENCY_KEY, actor_of, errors, queue_note, serialize_outcomes
 from apps.incidents.models import Source
 from apps.incidents.services import incident_event_add
 
@@ -87,7 +87,7 @@ class SlurmIngestView(APIView):
         form = serializers.SlurmIngestSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         data = form.validated_data
-        team = selectors.team_get_for_principal(user=request.user, code=data.get("team"))
+        team = selectors.team_get_for_principal(user=request.user, code=data.get("team") or None)
         record: dict[str, Any] | None = data.get("job")
         job_id = data["job_id"]
         cluster = data["cluster"]
@@ -152,4 +152,5 @@ class SlurmIngestView(APIView):
             "files": serialize_outcomes(outcomes),
         }
         accepted = created or stored
+        queue_note(body, outcomes)
         return Response(body, status=status.HTTP_202_ACCEPTED if accepted else status.HTTP_200_OK)

@@ -30,6 +30,14 @@ class PayloadTooLarge(exceptions.APIException):
     default_code = "too_large"
 
 
+class BodyIncomplete(exceptions.APIException):
+    """The request body ended before its declared length, or stopped arriving."""
+
+    status_code = status.HTTP_400_BAD_REQUEST
+    default_detail = "The request body was incomplete: nothing was stored. Send it again."
+    default_code = "body_incomplete"
+
+
 class UnsupportedEncoding(exceptions.APIException):
     status_code = status.HTTP_415_UNSUPPORTED_MEDIA_TYPE
     default_detail = "Unsupported Content-Encoding: send identity or gzip."
@@ -148,6 +156,12 @@ class RawBodyParser(BaseParser):
         if encoding == "gzip":
             chunks = _gunzip(chunks)
         body, size = spool(chunks, limit=max_file_bytes(), what="The file")
+        declared = int(meta.get("CONTENT_LENGTH") or 0)
+        if encoding == "identity" and declared and size != declared:
+            body.close()  # cut short: a prefix stored as the whole file would mislead
+            raise BodyIncomplete(
+                f"The body ended after {size} of its {declared} bytes: nothing was stored."
+            )
         upload = UploadedFile(
             file=body, name=name, content_type=media_type or "application/octet-stream", size=size
         )

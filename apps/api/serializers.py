@@ -7,6 +7,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from apps.api.fields import JsonObjectText, Money, Text, Upload
 from apps.incidents.models import Framework, Incident, Phase, Severity, Source, Status
 
 
@@ -50,26 +51,26 @@ class IncidentSerializer(serializers.ModelSerializer):
 
 
 class IncidentFilterSerializer(serializers.Serializer):
-    status = serializers.ChoiceField(choices=Status.choices, required=False)
-    severity = serializers.ChoiceField(choices=Severity.choices, required=False)
-    phase = serializers.ChoiceField(choices=Phase.choices, required=False)
-    cluster = serializers.CharField(required=False, max_length=120)
-    job_id = serializers.CharField(required=False, max_length=120)
-    team = serializers.CharField(required=False, max_length=24, help_text="Team code")
-    q = serializers.CharField(required=False, max_length=200, help_text="Free-text search")
+    """Query filters; an empty one (``?team=``) is the same as leaving it out."""
+
+    status = serializers.ChoiceField(choices=Status.choices, required=False, allow_blank=True)
+    severity = serializers.ChoiceField(choices=Severity.choices, required=False, allow_blank=True)
+    phase = serializers.ChoiceField(choices=Phase.choices, required=False, allow_blank=True)
+    cluster = Text(required=False, allow_blank=True, max_length=120)
+    job_id = Text(required=False, allow_blank=True, max_length=120)
+    team = Text(required=False, allow_blank=True, max_length=24, help_text="Team code")
+    q = Text(required=False, allow_blank=True, max_length=200, help_text="Free-text search")
 
 
 class _IncidentFieldsMixin(serializers.Serializer):
-    cluster = serializers.CharField(required=False, allow_blank=True, max_length=120)
-    job_id = serializers.CharField(required=False, allow_blank=True, max_length=120)
+    cluster = Text(required=False, allow_blank=True, max_length=120)
+    job_id = Text(required=False, allow_blank=True, max_length=120)
     framework = serializers.ChoiceField(choices=Framework.choices, required=False)
     gpu_count = serializers.IntegerField(
         required=False, allow_null=True, min_value=0, max_value=10_000_000
     )
-    gpu_type = serializers.CharField(required=False, allow_blank=True, max_length=60)
-    gpu_hour_usd = serializers.DecimalField(
-        max_digits=10, decimal_places=2, min_value=0, required=False
-    )
+    gpu_type = Text(required=False, allow_blank=True, max_length=60)
+    gpu_hour_usd = Money(required=False)
     remaining_run_hours = serializers.FloatField(
         required=False, allow_null=True, min_value=0, max_value=1e7
     )
@@ -78,19 +79,17 @@ class _IncidentFieldsMixin(serializers.Serializer):
 
 
 class IncidentCreateSerializer(_IncidentFieldsMixin):
-    team = serializers.CharField(
-        required=False, max_length=24, help_text="Team code; optional if you have one team"
-    )
-    title = serializers.CharField(max_length=200)
-    run_key = serializers.CharField(required=False, allow_blank=True, max_length=120)
+    team = Text(required=False, max_length=24, help_text="Team code; optional if you have one team")
+    title = Text(max_length=200)
+    run_key = Text(required=False, allow_blank=True, max_length=120)
 
 
 class IncidentUpdateSerializer(_IncidentFieldsMixin):
-    title = serializers.CharField(required=False, max_length=200)
+    title = Text(required=False, max_length=200)
     severity = serializers.ChoiceField(choices=Severity.choices, required=False)
     status = serializers.ChoiceField(choices=Status.choices, required=False)
     phase = serializers.ChoiceField(choices=Phase.choices, required=False)
-    phase_note = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    phase_note = Text(required=False, allow_blank=True, max_length=2000)
 
 
 class ArtifactSerializer(serializers.Serializer):
@@ -120,17 +119,25 @@ class UploadOutcomeSerializer(serializers.Serializer):
 class UploadResultSerializer(serializers.Serializer):
     incident = serializers.CharField(help_text="Incident code")
     files = UploadOutcomeSerializer(many=True)
+    note = serializers.CharField(
+        required=False,
+        help_text="Present when the task queue was unavailable: the files are stored and "
+        "are parsed automatically once it is back",
+    )
 
 
 class ArtifactUploadSerializer(serializers.Serializer):
     file = serializers.ListField(
-        child=serializers.FileField(allow_empty_file=True), help_text="One or more files"
+        child=Upload(allow_empty_file=True), min_length=1, help_text="One or more files"
     )
 
 
 class SlurmIngestSerializer(serializers.Serializer):
-    team = serializers.CharField(
-        required=False, max_length=24, help_text="Team code (signed-in users with several teams)"
+    team = Text(
+        required=False,
+        allow_blank=True,
+        max_length=24,
+        help_text="Team code (signed-in users with several teams); empty is the same as absent",
     )
     cluster = serializers.RegexField(r"^[A-Za-z0-9._-]{1,120}$", help_text="SLURM_CLUSTER_NAME")
     job_id = serializers.RegexField(r"^[0-9A-Za-z._+-]{1,120}$", help_text="SLURM_JOB_ID")
@@ -147,18 +154,16 @@ class SlurmIngestSerializer(serializers.Serializer):
         choices=[("node", "node Epilog"), ("controller", "EpilogSlurmctld: the job is over")],
         default="node",
     )
-    exit_code = serializers.IntegerField(
-        required=False, allow_null=True, min_value=-(2**31), max_value=2**31 - 1
-    )
-    signal = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=255)
-    job = serializers.CharField(
+    exit_code = serializers.IntegerField(required=False, min_value=-(2**31), max_value=2**31 - 1)
+    signal = serializers.IntegerField(required=False, min_value=0, max_value=255)
+    job = JsonObjectText(
         required=False,
         allow_blank=True,
         max_length=1_000_000,
         help_text="The job record as a JSON object (EpilogSlurmctld)",
     )
     file = serializers.ListField(
-        child=serializers.FileField(allow_empty_file=True),
+        child=Upload(allow_empty_file=True),
         required=False,
         help_text="Node-local evidence: rank logs, dmesg excerpt, nvidia-smi output",
     )
@@ -183,6 +188,11 @@ class SlurmIngestResultSerializer(serializers.Serializer):
         help_text="settling: analysis starts once uploads go quiet; requested: it starts now",
     )
     files = UploadOutcomeSerializer(many=True)
+    note = serializers.CharField(
+        required=False,
+        help_text="Present when the task queue was unavailable: the files are stored and "
+        "are parsed automatically once it is back",
+    )
 
 
 class AnalysisStatusSerializer(serializers.Serializer):

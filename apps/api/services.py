@@ -56,12 +56,14 @@ def analysis_after_ingest(*, incident: Incident, job_complete: bool) -> None:
     A node's post only arms the debounce (analysis waits until uploads go quiet); the
     controller epilog says the job is over, so analysis may start now.
     """
-    from apps.analysis.services import analysis_request
+    from apps.analysis.services import analysis_request, analysis_settle_cancel
 
     settle = getattr(settings, "RANKSCOPE_ANALYSIS_SETTLE_SECONDS", 30.0)
 
     def _request() -> None:
         if job_complete:
+            # the job is over: the last parse (or this request) starts the analysis at once
+            analysis_settle_cancel(incident=incident)
             analysis_request(incident=incident, trigger="slurm")
         else:
             analysis_request(incident=incident, trigger="slurm", settle_seconds=settle)

@@ -8,6 +8,9 @@ With Redis as the cache the check is one Lua script (GCRA, using Redis' clock), 
 is atomic across processes and machines. Other cache backends (the embedded mode's file
 cache, one machine) use a read-modify-write that may let a few extra requests through
 under contention, which is harmless there.
+
+When the cache is unreachable the limit fails open (the request is served and a
+warning logged), so a Redis outage never turns into refused uploads.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from django.core.cache import cache
 from rest_framework.throttling import BaseThrottle
 
 from apps.api.permissions import request_token
+from apps.lib import sharedcache
 
 if TYPE_CHECKING:
     from rest_framework.request import Request
@@ -85,7 +89,14 @@ class TokenBucketThrottle(BaseThrottle):
             key = f"user:{request.user.pk}"
         else:
             key = f"anon:{self.get_ident(request)}"
-        self._wait = bucket_take(key)
+        try:
+            self._wait = bucket_take(key)
+        except sharedcache.unavailable_errors() as exc:
+            # Fail open: refusing every request while Redis is away would lose uploads
+            # (the epilog gives up after a few tries); the limit protects the server from
+            # bursts, which the database and storage absorb for the length of an outage.
+            sharedcache.warn("rate limit not enforced", exc)
+            self._wait = 0.0
         return self._wait <= 0
 
     def wait(self) -> float | None:

@@ -13,7 +13,6 @@ from django.http import Http404, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -22,6 +21,8 @@ from rest_framework.views import APIView
 from apps.api import selectors, serializers
 from apps.api.authentication import TokenUser
 from apps.api.idempotency import idempotent
+from apps.api.pagination import PAGINATION_PARAMETERS
+from apps.api.pagination import StrictLimitOffsetPagination as LimitOffsetPagination
 from apps.api.parsers import GzipMultiPartParser, RawBodyParser
 from apps.api.permissions import INGEST
 from apps.api.services import upload_files
@@ -31,20 +32,21 @@ from apps.incidents.models import Incident, Source
 ERROR = serializers.ErrorSerializer
 IDEMPOTENCY_KEY = OpenApiParameter(
     "Idempotency-Key",
-    str,
+    {"type": "string", "maxLength": 255, "pattern": "^[ -~]*$"},
     OpenApiParameter.HEADER,
     required=False,
     description="Retrying with the same key returns the first answer instead of acting twice.",
 )
 
-PAGINATION = [
-    OpenApiParameter("limit", int, OpenApiParameter.QUERY, required=False),
-    OpenApiParameter("offset", int, OpenApiParameter.QUERY, required=False),
-]
+PAGINATION = PAGINATION_PARAMETERS
 
 
 def errors(*codes: int) -> dict[int, Any]:
-    """Error responses every authenticated endpoint may give, plus `codes`."""
+    """Error responses every authenticated endpoint may give, plus `codes`.
+
+    400 is always possible: a query parameter (``?limit=``, ``?offset=``) or the request
+    itself (too many fields, a body cut short) can be refused on any endpoint.
+    """
     described = {
         400: OpenApiResponse(OpenApiTypes.OBJECT, description="Invalid input, per field"),
         401: OpenApiResponse(ERROR, description="Missing or invalid credentials"),
@@ -55,7 +57,7 @@ def errors(*codes: int) -> dict[int, Any]:
         415: OpenApiResponse(ERROR, description="Unsupported media type or encoding"),
         429: OpenApiResponse(ERROR, description="Rate limited; see Retry-After"),
     }
-    return {code: described[code] for code in sorted({401, 403, 404, 429, *codes})}
+    return {code: described[code] for code in sorted({400, 401, 403, 404, 429, *codes})}
 
 
 def actor_of(request: Request) -> Any:
@@ -79,6 +81,15 @@ def serialize_outcomes(outcomes: list[Any]) -> list[dict[str, Any]]:
     ]
 
 
+def queue_note(body: dict[str, Any], outcomes: list[Any]) -> dict[str, Any]:
+    """Add a ``note`` when some stored file could not be handed to the task queue."""
+    from apps.ingest.services import QUEUE_DOWN_NOTE
+
+    if any(o.status == "stored" and QUEUE_DOWN_NOTE in (o.message or "") for o in outcomes):
+        body["note"] = QUEUE_DOWN_NOTE
+    return body
+
+
 def upload_status(outcomes: list[Any], *, created: bool = False) -> int:
     """202 while something new was accepted (work continues in workers); 200 for repeats."""
     if created or any(o.status == "stored" for o in outcomes):
@@ -99,7 +110,8 @@ class IncidentListView(APIView):
     def get(self, request: Request) -> Response:
         filters = serializers.IncidentFilterSerializer(data=request.query_params)
         filters.is_valid(raise_exception=True)
-        qs = selectors.incident_list_for_principal(user=request.user, **filters.validated_data)
+        given = {k: v for k, v in filters.validated_data.items() if v != ""}
+        qs = selectors.incident_list_for_principal(user=request.user, **given)
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(qs, request, view=self)
         return paginator.get_paginated_response(
@@ -265,7 +277,7 @@ class ArtifactListView(APIView):
             source=Source.API,
         )
         body = {"incident": incident.code, "files": serialize_outcomes(outcomes)}
-        return Response(body, status=upload_status(outcomes))
+        return Response(queue_note(body, outcomes), status=upload_status(outcomes))
 
 
 class ArtifactDetailView(APIView):
@@ -381,7 +393,9 @@ class PostmortemMarkdownView(APIView):
         postmortem = postmortem_latest_for_incident(incident=incident)
         if postmortem is None:
             raise Http404("No post-mortem yet")
-        text = postmortem_render_markdown(postmortem=postmortem)
+        text = postmortem_render_markdown(
+            postmortem=postmortem, base_url=request.build_absolute_uri("/")
+        )
         response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
         response["Content-Disposition"] = f'inline; filename="{incident.code}-postmortem.md"'
         return response

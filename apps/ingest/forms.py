@@ -12,6 +12,12 @@ class MultipleFileInput(forms.ClearableFileInput):
 class MultipleFileField(forms.FileField):
     widget = MultipleFileInput
 
+    def __init__(self, *args, **kwargs) -> None:
+        # A 0-byte file reaches the upload service, which refuses it by name and says why
+        # ("empty file"); the form would only say "choose at least one file".
+        kwargs.setdefault("allow_empty_file", True)
+        super().__init__(*args, **kwargs)
+
     def clean(self, data, initial=None):
         single = super().clean
         if isinstance(data, list | tuple):

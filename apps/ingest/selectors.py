@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -90,9 +91,23 @@ def _name_map(incident: Incident) -> dict[str, str]:
     return cached
 
 
+def evidence_artifact_code(incident: Incident, file: str) -> str | None:
+    """The artifact a reference names: its display name (``job.tar.gz/logs/rank_5.log``),
+    or a unique tail of it (``logs/rank_5.log``, ``rank_5.log``), as people write them."""
+    names = _name_map(incident)
+    file = (file or "").strip().lstrip("/")
+    if not file:
+        return None
+    code = names.get(file)
+    if code is not None:
+        return code
+    tails = [c for name, c in names.items() if name.endswith("/" + file)]
+    return tails[0] if len(tails) == 1 else None
+
+
 def evidence_url(incident: Incident, file: str, line: int | str | None = None) -> str:
     """URL of the evidence viewer at ``file`` (a display name) and ``line``; "" if unknown."""
-    code = _name_map(incident).get(file or "")
+    code = evidence_artifact_code(incident, file)
     if code is None:
         return ""
     url = reverse("ingest:view", args=[incident.code, code])
@@ -125,8 +140,29 @@ class ViewPage:
     total_lines: int | None
 
 
+# The rank prefixes launchers put on a line: torchrun/PyTorch "[rank5]:", "[default5]:",
+# torchrun --tee "5: " / "[5]:", srun --label "5: ".
+_RANK_PREFIX = re.compile(rb"^\s*\[(?:rank|default)?(\d{1,6})\]:|^\s*(\d{1,6}): ")
+# A rank filter reads at most this many lines per page (a rank absent from a 2 GiB file
+# must not mean reading all of it for one page): the pager goes on from there.
+RANK_SCAN_LINES = 200_000
+
+
+def line_rank(raw: bytes) -> int | None:
+    """The rank a line's launcher prefix names, or None (continuation lines have none)."""
+    m = _RANK_PREFIX.match(raw)
+    if m is None:
+        return None
+    return int(m.group(1) or m.group(2))
+
+
 def artifact_lines(
-    *, artifact: Artifact, start: int, count: int, highlight: int | None = None
+    *,
+    artifact: Artifact,
+    start: int,
+    count: int,
+    highlight: int | None = None,
+    rank: int | None = None,
 ) -> ViewPage:
     """Lines ``start``… (1-based) of the stored file, decoded with replacement.
 
@@ -134,7 +170,9 @@ def artifact_lines(
     filesystem alike: the line index (``lineindex``) gives where a line at most
     ``lineindex.EVERY - 1`` lines before ``start`` begins, and the file is read from
     there in growing ranges until the page is full. An artifact parsed before that
-    index existed falls back to the parse result's sparse index.
+    index existed falls back to the parse result's sparse index. ``rank``: only that
+    rank's lines (by launcher prefix; unprefixed lines follow the rank above them),
+    reading at most ``RANK_SCAN_LINES`` lines for one page.
     """
     start = max(1, start)
     line_no, offset = _seek_point(artifact, start)
@@ -152,18 +190,29 @@ def artifact_lines(
     )
     with fp:
         continued = False  # the piece before was a long line's first 1 MiB
+        current: int | None = None  # the rank of the last prefixed line
+        scanned = 0
         for raw in _lines(fp):
-            if line_no >= start + count:
+            if rank is None and line_no >= start + count:
                 has_more = True
                 break
-            if line_no >= start and not continued:
+            if rank is not None and (len(out) >= count or scanned >= RANK_SCAN_LINES):
+                has_more = True
+                break
+            shown = line_no >= start and not continued
+            if shown and rank is not None:
+                scanned += 1
+                named = line_rank(raw)
+                current = named if named is not None else current
+                shown = current == rank
+            if shown:
                 text = raw.rstrip(b"\r\n").decode("utf-8", errors="replace")
                 cut = len(text) > MAX_LINE_CHARS or len(raw) >= 1 << 20
                 out.append(ViewLine(line_no, text[:MAX_LINE_CHARS], cut, line_no == highlight))
             continued = len(raw) >= 1 << 20 and not raw.endswith(b"\n")
             if not continued:
                 line_no += 1
-    end = out[-1].number if out else start - 1
+    end = out[-1].number if out else (line_no - 1 if rank is not None else start - 1)
     return ViewPage(
         lines=out, start=start, end=end, has_more=has_more, total_lines=artifact.line_count
     )

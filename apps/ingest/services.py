@@ -18,6 +18,7 @@ import os
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import IO, Any, BinaryIO, Literal
@@ -218,7 +219,9 @@ class _Enqueuer:
         self.unsent: set[int] = set()
 
     def on_commit(self, artifact_id: int) -> None:
-        transaction.on_commit(lambda: self.send(artifact_id))
+        # robust: nothing that goes wrong after the commit may reach the upload's error
+        # handling, which would treat a committed row as never written.
+        transaction.on_commit(lambda: self.send(artifact_id), robust=True)
 
     def send(self, artifact_id: int) -> bool:
         if self.broker_down:
@@ -233,9 +236,15 @@ class _Enqueuer:
             self.unsent.add(artifact_id)
             log.warning("could not enqueue the parse of artifact %s; left pending", artifact_id)
             return False
-        Artifact.objects.filter(pk=artifact_id, parse_status=ParseStatus.PENDING).update(
-            parse_status=ParseStatus.QUEUED, enqueued_at=timezone.now()
-        )
+        try:
+            Artifact.objects.filter(pk=artifact_id, parse_status=ParseStatus.PENDING).update(
+                parse_status=ParseStatus.QUEUED, enqueued_at=timezone.now()
+            )
+        except DatabaseError:
+            # The message is on its way; the row stays pending and the auditor sends a
+            # second copy later, which the parse's compare-and-set makes harmless. The
+            # committed row and its bytes are kept whatever happens here.
+            log.warning("sent the parse of artifact %s but could not mark it queued", artifact_id)
         return True
 
 
@@ -298,6 +307,9 @@ class _Ctx:
     original: str
 
 
+_ARCHIVE_SUFFIXES = (".tar.gz", ".tgz", ".tar", ".gz", ".zip", ".tar.xz", ".xz", ".bz2")
+
+
 def _reject(ctx: _Ctx, display: str, reason: str, *, size: int = 0) -> UploadOutcome:
     artifact = Artifact.objects.create(
         incident=ctx.incident,
@@ -327,6 +339,14 @@ def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> Up
         return _reject(ctx, display, "empty file (0 bytes): nothing to analyse; not stored")
     kind = engine.detect_kind(display, head)
     problem = _binary_problem(head, kind)
+    if problem and display.lower().endswith(_ARCHIVE_SUFFIXES):
+        # Named like an archive but not one we can open: say that, not "binary file".
+        problem = (
+            "not a readable archive: the name says "
+            f"{next(x for x in _ARCHIVE_SUFFIXES if display.lower().endswith(x))} but the "
+            "content is not (corrupt, truncated or another format); re-create it with "
+            "tar -czf and upload again; not stored"
+        )
     if problem:
         return _reject(ctx, display, problem, size=member.size or 0)
     notes = [n for n in [_utf8_note(head)] if n and kind not in ("flight_recorder", "metrics")]
@@ -339,8 +359,17 @@ def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> Up
     except MemberRejected as exc:
         return _reject(ctx, display, f"{exc.reason}; not stored")
 
-    existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
+    # From here on the bytes are stored: they are deleted only when it is certain that no
+    # committed row points at them. When that cannot be known (the connection dropped
+    # during COMMIT), they are kept; the storage sweep removes them later if no row
+    # refers to them (``artifact_storage_sweep``).
+    try:
+        existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
+    except DatabaseError:
+        _delete_quietly(key)  # nothing was written yet
+        raise
     if existing is None:
+        committing = False
         try:
             with transaction.atomic():
                 artifact = Artifact.objects.create(
@@ -357,26 +386,47 @@ def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> Up
                     uploaded_by=ctx.actor,
                 )
                 enqueuer.on_commit(artifact.pk)
+                committing = True
         except IntegrityError:  # a concurrent upload of the same content won
-            existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
+            try:
+                existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
+            except DatabaseError:
+                existing = None
             if existing is None:
-                _delete_quietly(key)
+                _delete_quietly(key)  # the INSERT failed: no row points at our key
                 raise
-        except DatabaseError:  # no row was written: keep no bytes nobody points at
-            _delete_quietly(key)
+        except DatabaseError:
+            if committing:
+                _delete_if_unreferenced(key, code=code)  # COMMIT failed: maybe written
+            else:
+                _delete_quietly(key)  # the INSERT failed: certainly no row
             raise
         else:
             message = f"stored ({human_size(size)}, {kind.replace('_', ' ')})"
             if notes:
                 message += f"; {notes[0]}"
             return UploadOutcome(display, "stored", artifact, message)
-    _delete_quietly(key)
+    _delete_quietly(key)  # ours is a second copy; the existing row has its own bytes
     return UploadOutcome(
         display,
         "duplicate",
         existing,
         f"same content as {existing.display_name}, already in this incident; stored once",
     )
+
+
+def _delete_if_unreferenced(key: str, *, code: str) -> None:
+    """Delete ``key`` only if it is certain that no committed row ``code`` points at it."""
+    if connection.in_atomic_block:
+        return  # an outer transaction decides; the sweep cleans up if it rolled back
+    try:
+        connection.close()  # the broken connection; the check below opens a new one
+        if Artifact.objects.filter(code=code).exists():
+            return
+    except DatabaseError:
+        log.warning("could not tell whether %s is referenced; kept for the sweep", key)
+        return
+    _delete_quietly(key)
 
 
 def _timeline(ctx: _Ctx, outcomes: list[UploadOutcome]) -> None:
@@ -393,6 +443,86 @@ def _timeline(ctx: _Ctx, outcomes: list[UploadOutcome]) -> None:
     )
 
 
+# --- stored objects nobody points at ----------------------------------------------------
+
+# What a parse writes beside an artifact's bytes (``parsed_key_for``, ``metrics_key_for``).
+_DERIVED_SUFFIXES = (".parse.json.gz", ".metrics.arrow")
+
+
+def _walk_storage(prefix: str) -> Iterator[str]:
+    try:
+        dirs, files = storage.listdir(prefix)
+    except FileNotFoundError:
+        return
+    for f in files:
+        yield f"{prefix}/{f}"
+    for d in dirs:
+        yield from _walk_storage(f"{prefix}/{d}")
+
+
+def artifact_storage_sweep(
+    *,
+    grace: timedelta | None = None,
+    dry_run: bool = False,
+    incident_codes: list[str] | None = None,
+) -> list[str]:
+    """Delete stored objects under ``incidents/`` that no artifact row points at.
+
+    An upload stores its bytes before it writes its row; when the row could not be
+    written and it could not be told whether it was (the connection dropped during the
+    commit), the bytes are kept rather than risk deleting evidence a row points at.
+    This sweep removes such objects once they are older than ``grace`` (default
+    ``RANKSCOPE_STORAGE_SWEEP_GRACE_SECONDS``, one hour: far longer than any upload
+    takes between storing its bytes and committing its row). An object is referenced
+    when it is an artifact's ``storage_key`` or a parse output derived from one.
+    ``incident_codes`` limits the sweep to those incidents' folders.
+    Returns the keys deleted (or that would be, with ``dry_run``).
+    """
+    if grace is None:
+        grace = timedelta(seconds=settings.RANKSCOPE_STORAGE_SWEEP_GRACE_SECONDS)
+    cutoff = timezone.now() - grace
+    removed: list[str] = []
+    if incident_codes is None:
+        try:
+            incident_codes, _files = storage.listdir("incidents")
+        except FileNotFoundError:
+            return removed
+    for incident_code in incident_codes:
+        prefix = f"incidents/{incident_code}"
+        keys = set(
+            Artifact.objects.filter(storage_key__startswith=f"{prefix}/").values_list(
+                "storage_key", flat=True
+            )
+        )
+        for name in _walk_storage(prefix):
+            base = name
+            for suffix in _DERIVED_SUFFIXES:
+                if name.endswith(suffix):
+                    base = name[: -len(suffix)]
+                    break
+            if name in keys or base in keys:
+                continue
+            try:
+                modified = storage.modified_time(name)
+            except (FileNotFoundError, NotImplementedError):
+                continue
+            if modified >= cutoff:
+                continue  # an upload may still be about to write its row
+            # Checked again just before deleting: an upload may have committed meanwhile.
+            if Artifact.objects.filter(storage_key__in=[name, base]).exists():
+                continue
+            if not dry_run:
+                _delete_quietly(name)
+            removed.append(name)
+    if removed:
+        log.warning(
+            "storage sweep: %s %d unreferenced object(s)",
+            "would delete" if dry_run else "deleted",
+            len(removed),
+        )
+    return removed
+
+
 # --- re-enqueueing (the auditor) ---------------------------------------------------
 
 
@@ -401,11 +531,12 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
 
     Picks rows still ``pending`` (``enqueued_at`` null: the broker was down at upload)
     created more than ``older_than`` ago (default 60 s, so uploads in flight are left
-    alone); rows ``queued`` for more than ``RANKSCOPE_PARSE_QUEUED_SECONDS`` (their
-    message was lost, e.g. Redis restarted without persistence; a duplicate is a no-op);
+    alone); rows ``queued`` (sent at ``enqueued_at``) for more than
+    ``RANKSCOPE_PARSE_QUEUED_SECONDS`` while the ingest queue is empty — no worker took
+    their message: it was lost with a killed worker or with Redis; a duplicate is a no-op;
     and rows ``parsing`` whose heartbeat (``parse_heartbeat_at``, or ``parse_started_at``
     for a row taken before heartbeats existed) is older than
-    ``RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS`` (default 120 s): their worker died, or
+    ``RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS`` (default 60 s): their worker died, or
     the hard time limit stopped them. A row whose parse was already started
     ``MAX_PARSE_ATTEMPTS`` times is failed with the reason instead.
     Safe to run from several auditors at once: the parse task is itself idempotent.
@@ -414,15 +545,18 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
     now = timezone.now()
     cutoff = now - (older_than if older_than is not None else timedelta(seconds=60))
     stale = now - timedelta(
-        seconds=getattr(settings, "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 120)
+        seconds=getattr(settings, "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 60)
     )
-    queued_cutoff = now - timedelta(
-        seconds=getattr(settings, "RANKSCOPE_PARSE_QUEUED_SECONDS", 600)
-    )
+    queued_cutoff = now - timedelta(seconds=getattr(settings, "RANKSCOPE_PARSE_QUEUED_SECONDS", 90))
     pending = Artifact.objects.filter(
         parse_status=ParseStatus.PENDING, enqueued_at__isnull=True, created_at__lt=cutoff
     )
     lost = Artifact.objects.filter(parse_status=ParseStatus.QUEUED, enqueued_at__lt=queued_cutoff)
+    if lost.exists() and _ingest_queue_busy():
+        # Messages still wait in the queue: these rows may only be behind them. Once it
+        # has drained, whatever is still "queued" was lost (with a killed worker's
+        # prefetched message, or with Redis) and is re-sent.
+        lost = lost.none()
     stuck = _parsing_gone_quiet(stale)
     stuck_ids: set[int] = set()
     ids = list(pending.values_list("pk", flat=True)[:limit])
@@ -453,6 +587,13 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
             rows = _parsing_gone_quiet(stale).filter(pk=pk)
         rows.update(parse_status=ParseStatus.QUEUED, enqueued_at=timezone.now())
     return sent
+
+
+def _ingest_queue_busy() -> bool:
+    from apps.lib.brokerqueue import queue_depth
+
+    depth = queue_depth("ingest")
+    return bool(depth)
 
 
 def _parsing_gone_quiet(stale: datetime) -> QuerySet[Artifact]:

@@ -188,6 +188,15 @@ def exists(key: str) -> bool:
     return default_storage.exists(key)
 
 
+def listdir(prefix: str) -> tuple[list[str], list[str]]:
+    """``(folders, objects)`` directly under ``prefix``; FileNotFoundError when there is none."""
+    return default_storage.listdir(prefix)
+
+
+def modified_time(key: str) -> datetime:
+    return default_storage.get_modified_time(key)
+
+
 # --- reads --------------------------------------------------------------------------
 
 

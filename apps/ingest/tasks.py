@@ -55,3 +55,9 @@ def artifact_parse(self, artifact_id: int) -> str | None:
 def artifact_enqueue_pending() -> int:
     """Re-send parse tasks whose enqueue failed (broker down). Safe to run concurrently."""
     return services.artifact_enqueue_pending()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def artifact_storage_sweep() -> int:
+    """Periodic (Celery beat, hourly): delete stored objects no artifact row points at."""
+    return len(services.artifact_storage_sweep())

@@ -113,6 +113,7 @@ def artifact_list(request: HttpRequest, code: str) -> HttpResponse:
         "counts": counts,
         "active": active,
         "stored": sum(1 for a in artifacts if a.parse_status != "rejected"),
+        "embedded": bool(request.htmx),
     }
     if request.htmx:
         # 286 tells htmx to stop polling once nothing is left to parse.
@@ -129,12 +130,14 @@ def artifact_view(request: HttpRequest, code: str, artifact_code: str) -> HttpRe
     )
     line = _int(request.GET.get("line"))
     start = _int(request.GET.get("start"))
+    rank_text = (request.GET.get("rank") or "").strip()
+    rank = int(rank_text) if rank_text.isdigit() and len(rank_text) <= 6 else None
     if start is None:
-        start = max(1, line - CONTEXT_LINES) if line else 1
+        start = max(1, line - CONTEXT_LINES) if line and rank is None else 1
     page = None
     if artifact.storage_key:
         page = selectors.artifact_lines(
-            artifact=artifact, start=start, count=VIEW_LINES, highlight=line
+            artifact=artifact, start=start, count=VIEW_LINES, highlight=line, rank=rank
         )
     context = {
         "incident": artifact.incident,
@@ -143,6 +146,9 @@ def artifact_view(request: HttpRequest, code: str, artifact_code: str) -> HttpRe
         "line": line,
         "prev_start": max(1, start - VIEW_LINES) if start > 1 else None,
         "next_start": page.end + 1 if page and page.has_more else None,
+        "rank": rank,
+        "rank_error": rank_text if rank_text and rank is None else "",
+        "file_ranks": len(artifact.ranks or []),
         "digests": artifact.rank_digests.all()[:64],
     }
     if request.htmx and request.htmx.target == "evidence-lines":

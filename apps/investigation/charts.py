@@ -124,6 +124,8 @@ def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     placed = {r for rs in hosts.values() for r in rs}
     unplaced = sorted(r for r in roles if r not in placed)
     width = max([len(rs) for rs in hosts.values()] + [8])
+    # straggler scores (peers' median ÷ the rank's own time; 1 = typical), when metrics gave them
+    scores = (doc.get("localization") or {}).get("straggler_scores") or {}
     rows: list[tuple[str, list[int]]] = sorted(
         hosts.items(), key=lambda kv: (kv[1][0] if kv[1] else 1 << 30, kv[0])
     )
@@ -140,7 +142,11 @@ def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
                 r = ranks[local]
                 role = roles.get(r, "healthy")
                 z_row.append(ROLES.index(role))
-                t_row.append(f"rank {r} · {_plain(host)} · local {local} · {role}")
+                score = scores.get(str(r))
+                t_row.append(
+                    f"rank {r} · {_plain(host)} · local {local} · {role}"
+                    + (f" · straggler score {float(score):.2f}" if score is not None else "")
+                )
             else:
                 z_row.append(None)
                 t_row.append("")
@@ -176,7 +182,9 @@ def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
             },
         }
     ]
-    height = min(900, 120 + 14 * len(rows))
+    # Tall enough for the colour bar's role labels even on a one-node job (they overlapped
+    # into a blob at 14 px per row).
+    height = min(900, max(120 + 14 * len(rows), 90 + 26 * n))
     layout = _layout(
         "Rank map (nodes x local ranks)",
         height=height,
@@ -346,8 +354,20 @@ def compute_comm_figure(table: Any) -> dict[str, Any] | None:
                 xaxis2={"title": {"text": "host"}, "type": "category"},
                 yaxis2={"title": {"text": "seconds"}},
             )
-            worst = max(names, key=lambda n: by_host[n][1] / by_host[n][2])
-            note = f"Most communication time: {worst}"
+            per_host = {n: by_host[n][1] / by_host[n][2] for n in names}
+            worst = max(names, key=per_host.__getitem__)
+            median = float(np.median(list(per_host.values())))
+            ratio = per_host[worst] / median if median > 0 else 0.0
+            if ratio >= 1.2:
+                note = (
+                    f"{worst} spends {per_host[worst]:.2f} s per step communicating, "
+                    f"{ratio:.1f} times the median host ({median:.2f} s): look at its links first"
+                )
+            else:
+                note = (
+                    f"Communication time is even across hosts (at most {ratio:.1f} times the "
+                    "median): no single host's fabric stands out"
+                )
     return _figure("compute-comm", "Compute vs communication", data, layout, note=note)
 
 
@@ -427,7 +447,13 @@ def loss_figure(table: Any) -> dict[str, Any] | None:
         yaxis={"title": {"text": series[0][0]}},
     )
     if len(series) > 1:
-        layout["yaxis2"] = {"title": {"text": series[1][0]}, "overlaying": "y", "side": "right"}
+        # automargin: the right axis' title and ticks get room instead of being clipped
+        layout["yaxis2"] = {
+            "title": {"text": series[1][0]},
+            "overlaying": "y",
+            "side": "right",
+            "automargin": True,
+        }
     note = f"First non-finite loss at step {bad_steps[0]}" if bad_steps else ""
     return _figure("loss", "Loss and gradient norm", data, layout, note=note)
 
@@ -539,14 +565,23 @@ def memory_figure(table: Any) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- first errors
 
 
+_NOISE_EVENTS = {"retry", "connection_error"}
+
+
 def first_errors_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     """Each rank's first timeline event, in time order: who failed first."""
     if not doc:
         return None
+    from apps.investigation.selectors import is_noise_ref, noise_refs
+
+    noise = noise_refs(doc)
     first: dict[int, dict[str, Any]] = {}
     for ev in doc.get("timeline") or []:
         r, t = ev.get("rank"), ev.get("time")
         if r is None or not t:
+            continue
+        # A retry that recovered is not an error: it must not be "first".
+        if ev.get("event") in _NOISE_EVENTS or is_noise_ref(ev, noise):
             continue
         try:
             r = int(r)
@@ -579,7 +614,9 @@ def first_errors_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
         yaxis={"title": {"text": "rank"}},
     )
     e0 = events[0]
-    note = f"First: rank {int(e0['rank'])} at {e0['time']}"
+    at = str(e0["time"]).replace("T", " ")[:19]
+    what = _plain(str(e0.get("event") or "")).replace("_", " ")
+    note = f"First error: rank {int(e0['rank'])} at {at}" + (f" ({what})" if what else "")
     return _figure("first-errors", "First errors", data, layout, note=note)
 
 

@@ -25,8 +25,11 @@ def incident_page_context(*, incident: Incident) -> dict[str, Any]:
         }
         for i, p in enumerate(PHASE_ORDER)
     ]
+    from apps.analysis.selectors import analysis_seen_for_incident
+
     return {
         **section_context(incident=incident, doc=doc),
+        "analysis_seen": analysis_seen_for_incident(incident=incident),
         "first": selectors.first_screen(doc=doc),
         "phase_guides": guides,
         "next_phase": next_phase,

@@ -5,6 +5,7 @@ so a code from another incident is a 404."""
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,9 +75,43 @@ def _is_noise(finding: dict[str, Any]) -> bool:
     return "noise" in str(finding.get("kind") or "")
 
 
+# A retry that has attempts left ("retrying 1/5", urllib3's "Retrying (Retry(total=4") is
+# what the retry analyzer calls noise; an exhausted one is a cause and is kept.
+_RETRY_LINE = re.compile(
+    r"\b[Rr]etry(?:ing)?\b[^0-9\n]{0,20}(?P<k>\d+)\s*(?:/|of)\s*(?P<n>\d+)"
+    r"|Retrying \(Retry\(total=(?P<left>\d+)"
+)
+_EXHAUSTED = re.compile(r"[Mm]ax retries exceeded|gave up|giving up|exhausted", re.I)
+
+
+def noise_refs(doc: dict[str, Any] | None) -> set[tuple[str, Any]]:
+    """(file, line) of every line the analysis itself calls noise."""
+    out: set[tuple[str, Any]] = set()
+    for f in (doc or {}).get("findings") or []:
+        if _is_noise(f):
+            out.update((str(r.get("file")), r.get("line")) for r in f.get("evidence") or [])
+    return out
+
+
+def is_noise_ref(ref: dict[str, Any], noise: set[tuple[str, Any]]) -> bool:
+    """Whether an evidence line is noise: cited as such, or a retry with attempts left."""
+    if (str(ref.get("file")), ref.get("line")) in noise:
+        return True
+    text = str(ref.get("text") or "")
+    if _EXHAUSTED.search(text):
+        return False
+    m = _RETRY_LINE.search(text)
+    if m is None:
+        return False
+    if m["left"] is not None:
+        return int(m["left"]) > 0
+    return int(m["k"]) < int(m["n"])
+
+
 def _evidence_of(doc: dict[str, Any], ranks: set[int]) -> list[dict[str, Any]]:
-    """Evidence lines of the findings about these ranks (best first)."""
+    """Evidence lines of the findings about these ranks (best first), never noise."""
     refs: list[dict[str, Any]] = []
+    noise = noise_refs(doc)
     # Localization findings say "where" best; findings that are explicitly noise (retries
     # that recovered) never serve as evidence of where the failure is.
     ordered = sorted(
@@ -87,6 +122,8 @@ def _evidence_of(doc: dict[str, Any], ranks: set[int]) -> list[dict[str, Any]]:
         if _is_noise(f) or (ranks and not ranks & set(f.get("ranks") or [])):
             continue
         for ref in f.get("evidence") or []:
+            if is_noise_ref(ref, noise):
+                continue
             # Several findings often cite the same line; show it once.
             if (ref.get("file"), ref.get("line")) not in {
                 (r.get("file"), r.get("line")) for r in refs
@@ -95,6 +132,14 @@ def _evidence_of(doc: dict[str, Any], ranks: set[int]) -> list[dict[str, Any]]:
         if len(refs) >= 3:
             break
     return refs[:3]
+
+
+# triage.when as a person says it ("one rank · after hours" read as "outside office hours").
+_WHEN = {
+    "immediately": "at start-up",
+    "after_warmup": "after warm-up",
+    "after_hours": "after hours of training",
+}
 
 
 @dataclass
@@ -129,8 +174,9 @@ def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
     root = doc.get("root_cause") or {}
     culprits = {int(r) for r in loc.get("culprit_ranks") or [] if isinstance(r, int)}
     what_ev: list[dict[str, Any]] = []
+    noise = noise_refs(doc)
     for step in root.get("chain") or []:
-        what_ev.extend(step.get("evidence") or [])
+        what_ev.extend(r for r in step.get("evidence") or [] if not is_noise_ref(r, noise))
     if not what_ev:
         what_ev = _evidence_of(doc, set())
     recs = doc.get("recommendations") or []
@@ -148,7 +194,7 @@ def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
         summary=str(triage.get("summary") or root.get("summary") or ""),
         confidence=triage.get("confidence"),
         scope=str(triage.get("scope") or "").replace("_", " "),
-        when=str(triage.get("when") or "").replace("_", " "),
+        when=_WHEN.get(str(triage.get("when") or ""), ""),
         what_evidence=what_ev[:3],
         culprit_ranks=rank_ranges(list(culprits)),
         culprit_hosts=[str(h) for h in (loc.get("culprit_hosts") or [])][:12],

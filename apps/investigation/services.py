@@ -365,6 +365,75 @@ def why_step_add(
     return step
 
 
+DRAFT_MARK = "(draft: confirm or edit)"
+
+
+@transaction.atomic
+def why_step_edit(
+    *, step: WhyStep, actor: AbstractBaseUser | None, why: str, answer: str
+) -> WhyStep:
+    """Rewrite a level (an accepted draft of the analysis is confirmed by saving it)."""
+    why, answer = (why or "").strip(), (answer or "").strip().replace(DRAFT_MARK, "").strip()
+    if not why or not answer:
+        raise InvestigationError("Each level needs a why and its answer.")
+    WhyChain.objects.select_for_update().get(pk=step.chain_id)
+    step.why, step.answer = why, answer
+    step.save(update_fields=["why", "answer"])
+    incident_event_add(
+        incident=step.chain.incident,
+        kind="investigation.why_step_edited",
+        message=f"Why #{step.order} ({step.chain.title}) edited: {answer[:200]}",
+        actor=actor,
+        data={"chain": step.chain.code, "order": step.order},
+    )
+    return step
+
+
+@transaction.atomic
+def why_step_delete(*, step: WhyStep, actor: AbstractBaseUser | None) -> None:
+    """Remove a level; the levels after it move up one."""
+    chain = WhyChain.objects.select_for_update().get(pk=step.chain_id)
+    order, answer = step.order, step.answer
+    step.delete()
+    for later in chain.steps.filter(order__gt=order).order_by("order"):
+        later.order -= 1
+        later.save(update_fields=["order"])
+    incident_event_add(
+        incident=chain.incident,
+        kind="investigation.why_step_removed",
+        message=f"Why #{order} ({chain.title}) removed: {answer[:200]}",
+        actor=actor,
+        data={"chain": chain.code, "order": order},
+    )
+
+
+@transaction.atomic
+def contributing_factor_edit(
+    *, factor: ContributingFactor, actor: AbstractBaseUser | None, text: str
+) -> ContributingFactor:
+    text = (text or "").strip().replace(DRAFT_MARK, "").strip()
+    if not text:
+        raise InvestigationError("A contributing factor needs a text (or remove it).")
+    factor.text = text[:2000]
+    factor.save(update_fields=["text"])
+    return factor
+
+
+@transaction.atomic
+def contributing_factor_delete(
+    *, factor: ContributingFactor, actor: AbstractBaseUser | None
+) -> None:
+    incident, text = factor.incident, factor.text
+    factor.delete()
+    incident_event_add(
+        incident=incident,
+        kind="investigation.factor_removed",
+        message=f"Contributing factor removed: {text[:200]}",
+        actor=actor,
+        data={},
+    )
+
+
 @transaction.atomic
 def why_chain_choose(*, chain: WhyChain, actor: AbstractBaseUser | None) -> WhyChain:
     """Make this chain the one whose last level is the root cause (the last choice wins;

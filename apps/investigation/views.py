@@ -16,7 +16,7 @@ from django.contrib import messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
@@ -229,6 +229,44 @@ def why_step_add(request: HttpRequest, code: str, wcode: str) -> HttpResponse:
             answer=_text(request, "answer"),
             evidence=services.evidence_parse(_text(request, "evidence")),
         )
+
+    return _act(request, code, "whys", work)
+
+
+@require_POST
+@login_required
+def why_step_change(request: HttpRequest, code: str, wcode: str, step_id: int) -> HttpResponse:
+    """Edit (or confirm) a level, or remove it (``action=remove``)."""
+
+    def work(incident: Incident) -> None:
+        chain = selectors.why_chain_get(incident=incident, code=wcode)
+        step = get_object_or_404(chain.steps, pk=step_id)
+        if request.POST.get("action") == "remove":
+            services.why_step_delete(step=step, actor=request.user)
+        else:
+            services.why_step_edit(
+                step=step,
+                actor=request.user,
+                why=_text(request, "why"),
+                answer=_text(request, "answer"),
+            )
+
+    return _act(request, code, "whys", work)
+
+
+@require_POST
+@login_required
+def factor_change(request: HttpRequest, code: str, factor_id: int) -> HttpResponse:
+    """Edit a contributing factor, or remove it (``action=remove``)."""
+
+    def work(incident: Incident) -> None:
+        factor = get_object_or_404(incident.contributing_factors, pk=factor_id)
+        if request.POST.get("action") == "remove":
+            services.contributing_factor_delete(factor=factor, actor=request.user)
+        else:
+            services.contributing_factor_edit(
+                factor=factor, actor=request.user, text=_text(request, "text", 2000)
+            )
 
     return _act(request, code, "whys", work)
 

@@ -8,8 +8,14 @@ someone's text cannot break a row.
 
 from __future__ import annotations
 
+import contextvars
+import datetime as dt
 import json
+from collections.abc import Callable
 from typing import Any
+from zoneinfo import ZoneInfo
+
+from django.conf import settings
 
 from apps.postmortems.cost import FORMULA_LINES, INPUT_LABELS, CostResult
 from apps.postmortems.formatting import (
@@ -44,9 +50,48 @@ def _table(headers: list[str], rows: list[list[Any]]) -> list[str]:
     return lines
 
 
+# Set by render() for the post-mortem being rendered: file, line → the viewer's URL ("" if
+# the file is not among the incident's uploads).
+_LINKER: contextvars.ContextVar[Callable[[str, Any], str] | None] = contextvars.ContextVar(
+    "postmortem_linker", default=None
+)
+
+
+def _iso_seconds(value: Any) -> Any:
+    try:
+        return dt.datetime.fromisoformat(str(value)).isoformat(timespec="seconds")
+    except ValueError:
+        return value
+
+
+def format_time(value: Any) -> str:
+    """A stored time to the second: "2026-11-21 13:00:03 UTC" for aware times (shown in the
+    server's time zone), "2026-11-21 13:00:03" for log times (the logs' own clock)."""
+    if value in (None, ""):
+        return "—"
+    if isinstance(value, dt.datetime):
+        when = value
+    else:
+        try:
+            when = dt.datetime.fromisoformat(str(value))
+        except ValueError:
+            return str(value)
+    if when.tzinfo is None:
+        return when.strftime("%Y-%m-%d %H:%M:%S")
+    when = when.astimezone(ZoneInfo(settings.TIME_ZONE))
+    return when.strftime("%Y-%m-%d %H:%M:%S ") + (when.tzname() or "")
+
+
+_t = format_time
+
+
 def _ref(ref: dict[str, Any], *, in_table: bool = False) -> str:
-    """`file:line` and the quoted log line in a code span (where HTML is never run)."""
-    where = md_cell(f"{ref.get('file', '')}:{ref.get('line', '')}")
+    """`file:line` (a link to the viewer at that line) and the quoted log line in a code
+    span (where HTML is never run)."""
+    label = md_cell(f"{ref.get('file', '')}:{ref.get('line', '')}")
+    linker = _LINKER.get()
+    url = linker(str(ref.get("file") or ""), ref.get("line")) if linker else ""
+    where = f"[{label.replace('[', '&#91;').replace(']', '&#93;')}](<{url}>)" if url else label
     text = ref.get("text")
     return f"{where} {md_code(text, in_table=in_table)}" if text else where
 
@@ -55,13 +100,63 @@ def _refs(refs: list[dict[str, Any]] | None, *, in_table: bool = False) -> str:
     return "; ".join(_ref(r, in_table=in_table) for r in refs or [])
 
 
+def _why(text: Any) -> str:
+    """A Why level's question, with one "Why" in front (people often write it already)."""
+    q = md_cell(text).strip()
+    return q if q.lower().startswith("why") else f"Why? {q}"
+
+
+def _gpus(inc: dict[str, Any], pm: Any) -> str:
+    count = inc.get("gpu_count") or (pm.cost_inputs or {}).get("gpu_count")
+    if not count:
+        return "—"
+    return f"{fmt_input(count)} × {inc.get('gpu_type') or 'GPU'}"
+
+
+def _num(mean: Any, trials: Any) -> str:
+    if mean is None:
+        return "—"
+    try:
+        text = f"{float(mean):.4g}"
+    except (TypeError, ValueError):
+        text = str(mean)
+    return text + (f" (n={trials})" if trials else "")
+
+
+def _change(before: Any, after: Any) -> float | None:
+    try:
+        b = sum(map(float, before)) / len(before)
+        a = sum(map(float, after)) / len(after)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return None
+    return (a - b) / abs(b) if b else None
+
+
+def _pct(change: Any) -> str:
+    try:
+        return f"{float(change) * 100:+.1f} %"
+    except (TypeError, ValueError):
+        return "—"
+
+
 def _para(text: str, empty: str = "_Not written yet._") -> list[str]:
     body = md_text(text)
     return [body if body else empty, ""]
 
 
 def render(ctx: dict[str, Any]) -> str:
-    """The markdown text of a post-mortem; ``ctx`` comes from services.postmortem_context."""
+    """The markdown text of a post-mortem; ``ctx`` comes from services.postmortem_context.
+
+    ``ctx["evidence_url"]`` (optional): file, line → absolute URL of the evidence viewer.
+    """
+    token = _LINKER.set(ctx.get("evidence_url"))
+    try:
+        return _render(ctx)
+    finally:
+        _LINKER.reset(token)
+
+
+def _render(ctx: dict[str, Any]) -> str:
     pm = ctx["postmortem"]
     snap: dict[str, Any] = pm.snapshot or {}
     inc = snap.get("incident") or {}
@@ -84,7 +179,7 @@ def render(ctx: dict[str, Any]) -> str:
         f"cost_usd: {_yaml(round(cost.cost_usd, 2) if cost and cost.cost_usd is not None else None)}",
         f"owner: {_yaml(ctx.get('owner', ''))}",
         f"revision: {pm.revision}",
-        f"snapshot_taken_at: {_yaml(snap.get('taken_at'))}",
+        f"snapshot_taken_at: {_yaml(_iso_seconds(snap.get('taken_at')))}",
         "---",
         "",
         f"# {md_text(pm.title)}",
@@ -99,7 +194,7 @@ def render(ctx: dict[str, Any]) -> str:
             ["Team", inc.get("team", "")],
             ["Cluster", inc.get("cluster", "")],
             ["Job ids", ", ".join(job_ids)],
-            ["GPUs", f"{fmt_input(inc.get('gpu_count'))} × {inc.get('gpu_type') or 'GPU'}"],
+            ["GPUs", _gpus(inc, pm)],
             ["Owner", ctx.get("owner", "")],
             ["Approved by", ", ".join(a["approver"] for a in ctx.get("approvals", []))],
         ],
@@ -112,7 +207,10 @@ def render(ctx: dict[str, Any]) -> str:
     durations = snap.get("durations") or {}
     out += _table(
         ["Milestone", "Time (UTC)"],
-        [[m["label"], m.get("at") or "—"] for m in durations.get("milestones", [])],
+        [
+            [m["label"] + (f" ({m['source']})" if m.get("source") else ""), _t(m.get("at"))]
+            for m in durations.get("milestones", [])
+        ],
     )
     out.append("")
     out += _table(
@@ -133,9 +231,13 @@ def render(ctx: dict[str, Any]) -> str:
         out += [f"_Cost not computed: {md_text(ctx.get('cost_error', 'no inputs'))}_", ""]
     else:
         inputs = cost.inputs.to_json()
+        sources = ctx.get("cost_sources") or {}
         out += _table(
-            ["Input", "Value"],
-            [[label, fmt_input(inputs[name])] for name, label, _ in INPUT_LABELS],
+            ["Input", "Value", "Source"],
+            [
+                [label, fmt_input(inputs[name]), sources.get(name, "—")]
+                for name, label, _ in INPUT_LABELS
+            ],
         )
         out.append("")
         out += _table(
@@ -143,22 +245,38 @@ def render(ctx: dict[str, Any]) -> str:
             [
                 [
                     "Waste fraction",
-                    f"{fmt_fraction(cost.waste_fraction)} — {cost.waste_fraction_source}",
+                    f"{fmt_fraction(cost.waste_fraction)} — "
+                    + (
+                        sources.get("waste_fraction", "entered")
+                        if cost.waste_fraction_source == "entered"
+                        else cost.waste_fraction_source
+                    ),
                 ],
                 ["Degraded GPU-hours", fmt_hours(cost.degraded_gpu_hours)],
                 ["Downtime GPU-hours", fmt_hours(cost.downtime_gpu_hours)],
                 ["Recomputed GPU-hours", fmt_hours(cost.recompute_gpu_hours)],
                 ["**GPU-hours lost**", fmt_hours(cost.gpu_hours_lost)],
                 ["**Cost**", fmt_usd(cost.cost_usd)],
-                ["GPU-hours if undetected", fmt_hours(cost.undetected_gpu_hours)],
-                ["Cost if undetected for the rest of the run", fmt_usd(cost.undetected_cost_usd)],
-            ],
+            ]
+            + (
+                [
+                    ["GPU-hours if undetected", fmt_hours(cost.undetected_gpu_hours)],
+                    [
+                        "Cost if undetected for the rest of the run",
+                        fmt_usd(cost.undetected_cost_usd),
+                    ],
+                ]
+                if ctx.get("show_undetected", True)
+                else []
+            ),
         )
         out += ["", "Arithmetic:", ""]
         out += [f"    {step}" for step in cost.steps]
         out.append("")
         if cost.missing:
-            out += [f"Missing inputs: {md_cell(', '.join(cost.missing))}", ""]
+            labels = {name: label for name, label, _ in INPUT_LABELS}
+            missing = ", ".join(labels.get(m, m) for m in cost.missing)
+            out += [f"Missing inputs (their terms count as zero): {md_cell(missing)}", ""]
 
     out += ["## Trigger and leadup", "", *_para(pm.trigger)]
     out += ["## Detection", "", *_para(pm.detection)]
@@ -171,7 +289,7 @@ def render(ctx: dict[str, Any]) -> str:
             ["Time (UTC)", "Marker", "Event", "By"],
             [
                 [
-                    e.get("at"),
+                    _t(e.get("at")),
                     MARKERS.get(e.get("marker") or "", ""),
                     e.get("message", "") + (f" (×{e['count']})" if e.get("count", 1) > 1 else ""),
                     e.get("actor", ""),
@@ -186,13 +304,13 @@ def render(ctx: dict[str, Any]) -> str:
     if log_timeline:
         out += ["### From the logs", ""]
         out += _table(
-            ["Time", "Rank", "Event", "Where"],
+            ["Time (log clock)", "Rank", "Event", "Where"],
             [
                 [
-                    e.get("time"),
+                    _t(e.get("time")),
                     e.get("rank"),
                     e.get("event"),
-                    f"{e.get('file', '')}:{e.get('line', '')}",
+                    Raw(_ref({"file": e.get("file", ""), "line": e.get("line", "")})),
                 ]
                 for e in log_timeline
             ],
@@ -301,7 +419,7 @@ def render(ctx: dict[str, Any]) -> str:
         for i, link in enumerate(rca["chain"], 1):
             refs = _refs(link.get("evidence"))
             out.append(
-                f"{i}. {md_cell(link.get('time'))} rank {md_cell(link.get('rank'))}: "
+                f"{i}. {_t(link.get('time'))} rank {md_cell(link.get('rank'))}: "
                 f"{md_cell(link.get('event'))}" + (f" — {refs}" if refs else "")
             )
         out.append("")
@@ -316,7 +434,7 @@ def render(ctx: dict[str, Any]) -> str:
         for i, step in enumerate(steps, 1):
             refs = _refs(step.get("evidence"))
             out.append(
-                f"{i}. Why? {md_cell(step.get('why'))} → {md_cell(step.get('answer'))}"
+                f"{i}. {_why(step.get('why'))} → {md_cell(step.get('answer'))}"
                 + (f" — evidence: {refs}" if refs else "")
             )
         out.append("")
@@ -338,20 +456,42 @@ def render(ctx: dict[str, Any]) -> str:
         ]
         for v in fix.get("verifications") or []:
             out.append(
-                f"Verification at {md_cell(v.get('at'))}: **{md_cell(v.get('verdict'))}** (tolerance {md_cell(v.get('tolerance'))})"
+                f"Verification at {_t(v.get('at'))}: **{md_cell(v.get('verdict'))}** (tolerance {md_cell(v.get('tolerance'))})"
             )
             out.append("")
+            metrics = (v.get("details") or {}).get("metrics") or []
+            if metrics:
+                # The same columns as the page: Metric, Baseline, After fix, Change, Outcome.
+                out += _table(
+                    ["Metric", "Baseline", "After fix", "Change", "Outcome"],
+                    [
+                        [
+                            str(m.get("metric", ""))
+                            + (" (target)" if m.get("is_target") else "")
+                            + (f", {m['direction']} is better" if m.get("direction") else ""),
+                            _num(m.get("baseline_mean"), m.get("baseline_trials")),
+                            _num(m.get("post_mean"), m.get("post_trials")),
+                            _pct(m.get("change")),
+                            m.get("outcome", ""),
+                        ]
+                        for m in metrics
+                    ],
+                )
+                out.append("")
+                continue
             baseline, post = v.get("baseline") or {}, v.get("post_fix") or {}
             rows = [
                 [
                     metric,
                     ", ".join(map(str, baseline.get(metric) or [])),
                     ", ".join(map(str, post.get(metric) or [])),
+                    _pct(_change(baseline.get(metric), post.get(metric))),
+                    "—",
                 ]
                 for metric in sorted(set(baseline) | set(post))
             ]
             if rows:
-                out += _table(["Metric", "Baseline", "After fix"], rows)
+                out += _table(["Metric", "Baseline", "After fix", "Change", "Outcome"], rows)
                 out.append("")
 
     out += ["## Action items", ""]
@@ -407,11 +547,11 @@ def render(ctx: dict[str, Any]) -> str:
 
     out += ["## Review record", ""]
     rows = [
-        [a["at"], a["approver"], f"approved revision {a['revision']}"]
+        [_t(a["at"]), a["approver"], f"approved revision {a['revision']}"]
         for a in ctx.get("approvals", [])
     ]
     rows += [
-        [r["at"], r["by"], f"revision {r['number']} ({r['status']}) {r['note']}"]
+        [_t(r["at"]), r["by"], f"revision {r['number']} ({r['status']}) {r['note']}"]
         for r in ctx.get("revisions", [])
     ]
     if rows:

@@ -203,6 +203,32 @@ def postmortem_draft_create(*, incident: Incident, actor: AbstractBaseUser | Non
 
 
 @transaction.atomic
+def postmortem_snapshot_refresh(
+    *, postmortem: PostMortem, actor: AbstractBaseUser | None
+) -> PostMortem:
+    """Take the incident's snapshot again (before publishing only); the narrative written
+    in the post-mortem is kept, and the previous content is stored as a revision."""
+    if postmortem.status == Status.PUBLISHED:
+        raise ReviewError("A published post-mortem keeps its snapshot.")
+    _store_revision(pm=postmortem, actor=actor, note="Before the snapshot was refreshed")
+    now = timezone.now()
+    postmortem.snapshot = snapshot_build(incident=postmortem.incident, now=now)
+    postmortem.snapshot_taken_at = now
+    postmortem.revision += 1
+    postmortem.save(update_fields=["snapshot", "snapshot_taken_at", "revision", "updated_at"])
+    postmortem_reindex(postmortem=postmortem)
+    incident_event_add(
+        incident=postmortem.incident,
+        kind="postmortem.snapshot",
+        message=f"Post-mortem {postmortem.code}: snapshot refreshed from the incident",
+        actor=actor,
+        data={"postmortem": postmortem.code},
+        at=now,
+    )
+    return postmortem
+
+
+@transaction.atomic
 def postmortem_update(
     *,
     postmortem: PostMortem,
@@ -293,6 +319,40 @@ _TRANSITION_WORDS = {
 }
 
 
+# Sections a published post-mortem cannot leave empty (the markdown would say "Not written").
+REQUIRED_SECTIONS = (
+    ("summary", "Summary"),
+    ("impact", "Impact"),
+    ("trigger", "Trigger and leadup"),
+    ("detection", "Detection"),
+    ("response", "Response and recovery"),
+    ("root_cause", "Root cause"),
+)
+DRAFT_MARK = "(draft: confirm or edit)"
+
+
+def postmortem_missing(*, postmortem: PostMortem) -> list[str]:
+    """What stops this post-mortem from being published, one line per problem."""
+    missing = [
+        f"{label} is empty"
+        for name, label in REQUIRED_SECTIONS
+        if not str(getattr(postmortem, name, "") or "").strip()
+    ]
+    snap = postmortem.snapshot or {}
+    for chain in snap.get("five_whys") or []:
+        for i, step in enumerate(chain.get("steps") or chain.get("levels") or [], 1):
+            text = f"{step.get('why', '')} {step.get('answer', '')}"
+            if DRAFT_MARK in text or step.get("confirmed") is False:
+                missing.append(
+                    f"Five Whys “{chain.get('title') or 'chain'}”, level {i}, is a draft "
+                    "of the analysis: confirm or edit it in Root cause, then refresh the snapshot"
+                )
+    for f in snap.get("contributing_factors") or []:
+        if DRAFT_MARK in str(f):
+            missing.append(f"Contributing factor “{str(f)[:80]}” is an unconfirmed draft")
+    return missing
+
+
 @transaction.atomic
 def postmortem_transition(
     *, postmortem: PostMortem, to_status: str, actor: AbstractBaseUser | None, note: str = ""
@@ -307,6 +367,10 @@ def postmortem_transition(
         raise ReviewError(f"A post-mortem cannot go from {Status(current).label} to {label}.")
     if to_status in LEAD_ONLY_TARGETS and not user_is_team_lead(user=actor, team=postmortem.team):
         raise ReviewError("Only a team lead can approve or publish a post-mortem.")
+    if to_status == Status.PUBLISHED:
+        missing = postmortem_missing(postmortem=postmortem)
+        if missing:
+            raise ReviewError("Not published yet — first: " + "; ".join(missing) + ".")
     now = timezone.now()
     changes: dict[str, Any] = {"status": to_status, "updated_at": now}
     if to_status == Status.PUBLISHED:
@@ -384,6 +448,34 @@ def incident_signature_refresh(*, incident: Incident) -> IncidentSignature | Non
     return signature
 
 
+# Cost inputs the draft takes from the incident's own fields, not from the logs.
+_INCIDENT_INPUTS = {"gpu_hour_usd", "remaining_run_hours"}
+
+
+def cost_sources(*, postmortem: PostMortem) -> dict[str, str]:
+    """Per cost input: "from the logs" or "from the incident" (still the drafted value),
+    or "entered" (someone typed it)."""
+    prefill = (postmortem.snapshot or {}).get("cost_prefill") or {}
+    out = {}
+    for name, value in (postmortem.cost_inputs or {}).items():
+        if value is None:
+            continue
+        same = name in prefill and prefill[name] == value
+        if not same:
+            out[name] = "entered"
+        elif name in _INCIDENT_INPUTS or (name == "gpu_count" and postmortem.incident.gpu_count):
+            out[name] = "from the incident"
+        else:
+            out[name] = "from the logs"
+    return out
+
+
+def cost_shows_undetected(*, postmortem: PostMortem) -> bool:
+    """Cost if undetected only means something for a job that kept running degraded."""
+    shape = str(((postmortem.snapshot or {}).get("triage") or {}).get("shape") or "")
+    return shape in {"slow", "diverge", ""}
+
+
 def postmortem_context(*, postmortem: PostMortem) -> dict[str, Any]:
     """Everything the page and the markdown show beyond the model's own fields."""
     from apps.postmortems.selectors import similar_incidents
@@ -416,6 +508,8 @@ def postmortem_context(*, postmortem: PostMortem) -> dict[str, Any]:
         "postmortem": postmortem,
         "cost": cost,
         "cost_error": cost_error,
+        "cost_sources": cost_sources(postmortem=postmortem),
+        "show_undetected": cost_shows_undetected(postmortem=postmortem),
         "phases": phases,
         "approvals": approvals,
         "revisions": revisions,
@@ -424,6 +518,20 @@ def postmortem_context(*, postmortem: PostMortem) -> dict[str, Any]:
     }
 
 
-def postmortem_render_markdown(*, postmortem: PostMortem) -> str:
-    """The post-mortem as GitHub-flavoured markdown with front matter (download and API)."""
-    return markdown.render(postmortem_context(postmortem=postmortem))
+def postmortem_render_markdown(*, postmortem: PostMortem, base_url: str = "") -> str:
+    """The post-mortem as GitHub-flavoured markdown with front matter (download and API).
+
+    ``base_url`` ("https://rankscope.example/"): evidence references become links to the
+    viewer at their line, so the pasted text still leads to the log.
+    """
+    from apps.ingest.selectors import evidence_url
+
+    ctx = postmortem_context(postmortem=postmortem)
+    incident = postmortem.incident
+
+    def link(file: str, line: Any) -> str:
+        path = evidence_url(incident, file, line)
+        return f"{base_url.rstrip('/')}{path}" if path else ""
+
+    ctx["evidence_url"] = link
+    return markdown.render(ctx)

@@ -147,22 +147,60 @@ def _timeline(incident: Incident) -> list[dict[str, Any]]:
     return entries
 
 
-def _durations(incident: Incident, fix_verified_at: str | None) -> dict[str, Any]:
+def _log_time(value: Any) -> dt.datetime | None:
+    """A time from the logs as an aware datetime (log clocks without a zone are taken as
+    UTC, the convention of cluster logs); None when it cannot be read."""
+    try:
+        when = dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=dt.UTC)
+
+
+def impact_start_from_logs(doc: dict[str, Any] | None) -> dt.datetime | None:
+    """First failure (the causal chain's trigger) or first degradation in the logs."""
+    doc = doc or {}
+    for link in (doc.get("root_cause") or {}).get("chain") or []:
+        when = _log_time(link.get("time")) if link.get("time") else None
+        if when is not None:
+            return when
+    noise = {"retry", "connection_error"}
+    times = [
+        t
+        for e in doc.get("timeline") or []
+        if e.get("time") and e.get("event") not in noise
+        for t in [_log_time(e["time"])]
+        if t is not None
+    ]
+    return min(times) if times else None
+
+
+def _durations(
+    incident: Incident, fix_verified_at: str | None, doc: dict[str, Any] | None = None
+) -> dict[str, Any]:
     def seconds(start: dt.datetime | None, end: dt.datetime | None) -> float | None:
         if start is None or end is None:
             return None
         return max(0.0, (end - start).total_seconds())
 
     verified = dt.datetime.fromisoformat(fix_verified_at) if fix_verified_at else None
+    started, started_source = incident.problem_started_at, "entered"
+    if started is None:
+        started, started_source = impact_start_from_logs(doc), "from the logs"
     return {
         "milestones": [
-            {"key": "started", "label": "Impact started", "at": _iso(incident.problem_started_at)},
+            {
+                "key": "started",
+                "label": "Impact started",
+                "at": _iso(started),
+                "source": started_source if started else "",
+            },
             {"key": "detected", "label": "Detected", "at": _iso(incident.detected_at)},
             {"key": "mitigated", "label": "Mitigated", "at": _iso(incident.mitigated_at)},
             {"key": "resolved", "label": "Resolved", "at": _iso(incident.resolved_at)},
             {"key": "verified", "label": "Fix verified", "at": fix_verified_at},
         ],
-        "time_to_detect_s": seconds(incident.problem_started_at, incident.detected_at),
+        "time_to_detect_s": seconds(started, incident.detected_at),
         "time_to_mitigate_s": seconds(incident.detected_at, incident.mitigated_at),
         "time_to_resolve_s": seconds(incident.detected_at, incident.resolved_at),
         "time_to_verify_s": seconds(incident.detected_at, verified),
@@ -290,12 +328,15 @@ def _cost_prefill(
     incident: Incident, doc: dict[str, Any] | None, shape: str, now: dt.datetime
 ) -> dict[str, Any]:
     """Cost-model inputs known from the incident and the triage document."""
+    job = (doc or {}).get("job") or {}
     inputs: dict[str, Any] = {
-        "gpu_count": incident.gpu_count,
+        # one GPU per rank when the incident does not say
+        "gpu_count": incident.gpu_count
+        or (int(job["world_size"]) if job.get("world_size") else None),
         "gpu_hour_usd": _num(incident.gpu_hour_usd),
         "remaining_run_hours": incident.remaining_run_hours,
     }
-    start = incident.problem_started_at or incident.detected_at
+    start = incident.problem_started_at or impact_start_from_logs(doc) or incident.detected_at
     end = incident.mitigated_at or incident.resolved_at
     if start and end:
         hours = max(0.0, (end - start).total_seconds() / 3600)
@@ -306,7 +347,6 @@ def _cost_prefill(
             inputs["downtime_hours"] = round(hours, 4)
     if shape in {"crash", "hang"}:
         inputs["waste_fraction"] = 1.0
-    job = (doc or {}).get("job") or {}
     metrics = (doc or {}).get("metrics") or {}
     baseline = _num(metrics.get("baseline_throughput"))
     degraded = _num(metrics.get("degraded_throughput"))
@@ -404,7 +444,7 @@ def snapshot_build(*, incident: Incident, now: dt.datetime | None = None) -> dic
         },
         "log_timeline": list((doc or {}).get("timeline") or [])[:MAX_LOG_TIMELINE],
         "timeline": _timeline(incident),
-        "durations": _durations(incident, fix_verified_at),
+        "durations": _durations(incident, fix_verified_at, doc),
         "phases": _phases(incident, now),
         "hypotheses": _hypotheses(incident),
         "proposed_hypotheses": list(proposals.get("hypotheses") or [])[:10],

@@ -44,11 +44,19 @@ def _cost_context(pm: PostMortem, form: CostForm | None = None) -> dict[str, Any
     cost, cost_error = services.postmortem_cost(postmortem=pm)
     if form is None:
         form = CostForm(initial=pm.cost_inputs)
+    sources = services.cost_sources(postmortem=pm)
     return {
         "postmortem": pm,
         "cost": cost,
         "cost_error": cost_error,
         "cost_form": form,
+        "cost_sources": sources,
+        "waste_source": sources.get("waste_fraction", ""),
+        "missing_labels": [
+            {n: label for n, label, _ in INPUT_LABELS}.get(m, m)
+            for m in (cost.missing if cost else [])
+        ],
+        "show_undetected": services.cost_shows_undetected(postmortem=pm),
         "comments_by_section": {
             "cost": list(pm.comments.filter(section="cost").select_related("author"))
         },
@@ -94,6 +102,9 @@ def _detail_context(request: HttpRequest, pm: PostMortem) -> dict[str, Any]:
             "is_lead": is_lead,
             "markers": MARKERS,
             "phase_total": sum(p["seconds"] for p in ctx["phases"]),
+            "missing": (
+                services.postmortem_missing(postmortem=pm) if pm.status != Status.PUBLISHED else []
+            ),
         }
     )
     return ctx
@@ -175,6 +186,19 @@ def postmortem_status(request: HttpRequest, code: str) -> HttpResponse:
 
 @require_POST
 @login_required
+def postmortem_resnapshot(request: HttpRequest, code: str) -> HttpResponse:
+    """Take the snapshot again: Five Whys, factors and fixes edited since the draft."""
+    pm = selectors.postmortem_get_for_user(user=request.user, code=code)
+    try:
+        services.postmortem_snapshot_refresh(postmortem=pm, actor=request.user)
+        messages.success(request, "Snapshot refreshed from the incident.")
+    except services.ReviewError as exc:
+        messages.error(request, str(exc))
+    return redirect("postmortems:detail", code=pm.code)
+
+
+@require_POST
+@login_required
 def postmortem_comment(request: HttpRequest, code: str) -> HttpResponse:
     pm = selectors.postmortem_get_for_user(user=request.user, code=code)
     form = CommentForm(request.POST)
@@ -198,7 +222,9 @@ def postmortem_comment(request: HttpRequest, code: str) -> HttpResponse:
 @login_required
 def postmortem_markdown(request: HttpRequest, code: str) -> HttpResponse:
     pm = selectors.postmortem_get_for_user(user=request.user, code=code)
-    text = services.postmortem_render_markdown(postmortem=pm)
+    text = services.postmortem_render_markdown(
+        postmortem=pm, base_url=request.build_absolute_uri("/")
+    )
     response = HttpResponse(text, content_type="text/markdown; charset=utf-8")
     if request.GET.get("inline") != "1":
         response["Content-Disposition"] = f'attachment; filename="postmortem-{pm.code}.md"'

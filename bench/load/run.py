@@ -1,5 +1,9 @@
 """Load benchmark: every node of a 1,024-node job posts its logs at the same instant.
 
+Then the controller epilog posts the job's end, and the time from the last upload
+answered to the verdict stored (and shown on the incident page) is measured, split
+into parsing and analysis, with the peak memory of the worker's processes.
+
 Starts the production shape on this machine, on loopback only — gunicorn (gthread),
 PostgreSQL, Redis as broker and cache, one Celery worker — then fires N concurrent
 multipart POSTs of ~1 MB each to ``/api/v1/ingest/slurm`` for ONE job run (plus a share of
@@ -19,9 +23,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import hashlib
+import json
 import os
 import platform
 import random
+import secrets
 import socket
 import statistics
 import subprocess
@@ -43,22 +49,94 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def node_log(node: int, size: int) -> bytes:
-    """~size bytes of a realistic rank log, different for every node."""
+CULPRIT_LOCAL = 5  # the local rank, on the node 3/5 of the way in, whose GPU runs out
+BENCH_PASSWORD = secrets.token_urlsafe(16)
+
+
+def node_log(node: int, size: int, culprit_node: int) -> bytes:
+    """~size bytes of one node's torchrun output (8 ranks), different for every node.
+
+    Every rank trains, then rank 8 * culprit_node + 5 runs out of GPU memory and every other rank's
+    NCCL watchdog times out half an hour later: the verdict to expect is a CUDA OOM on
+    that one rank, with every other rank a victim.
+    """
     rng = random.Random(node)
     lines = []
     total = 0
     step = 0
     while total < size:
         step += 1
+        second = 12 * 3600 + step * 2
         line = (
-            f"[rank{node * 8 + rng.randrange(8)}]:[2026-03-0{1 + node % 9} 12:{step % 60:02d}:"
-            f"{rng.randrange(60):02d}] iteration {step} | lm loss {rng.uniform(1.5, 3):.5f} | "
-            f"grad norm {rng.uniform(0.1, 2):.3f} | tokens/s {rng.randrange(90000, 120000)}\n"
+            f"[rank{node * 8 + rng.randrange(8)}]:[2026-03-01 {second // 3600:02d}:"
+            f"{second // 60 % 60:02d}:{second % 60:02d}] iteration {step} | lm loss "
+            f"{rng.uniform(1.5, 3):.5f} | grad norm {rng.uniform(0.1, 2):.3f} | tokens/s "
+            f"{rng.randrange(90000, 120000)}\n"
         )
         lines.append(line)
         total += len(line)
+    for local in range(8):
+        rank = node * 8 + local
+        if (node, local) == (culprit_node, CULPRIT_LOCAL):
+            lines.append(
+                f"[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                f"2.00 GiB. GPU {local} has a total capacity of 79.15 GiB of which 1.06 GiB is "
+                "free. Of the allocated memory 75.20 GiB is allocated by PyTorch\n"
+            )
+        else:
+            lines.append(
+                f"[rank{rank}]:[E301 13:40:00.{rank:09d} ProcessGroupNCCL.cpp:632] [Rank {rank}] "
+                f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={step + 1}, "
+                "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for "
+                "1800010 milliseconds before timing out.\n"
+            )
     return "".join(lines).encode()
+
+
+def peak_rss_mb(pid: int) -> dict[int, float]:
+    """VmHWM (peak resident set) of a process and all its descendants, in MB."""
+    peaks: dict[int, float] = {}
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            status = Path(f"/proc/{p}/status").read_text()
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        for line in status.splitlines():
+            if line.startswith("VmHWM:"):
+                peaks[p] = int(line.split()[1]) / 1024
+    return peaks
+
+
+def incident_page_shows(base: str, code: str, summary: str, team: object) -> str:
+    """Log in as a team member and look for the verdict's summary on the incident page."""
+    import html
+
+    from django.contrib.auth import get_user_model
+
+    from apps.accounts.models import Membership
+
+    user = get_user_model().objects.create_user("bench-oncall", password=BENCH_PASSWORD)
+    Membership.objects.create(team=team, user=user)
+    session = requests.Session()
+    session.get(f"{base}/login/", timeout=30)
+    session.post(
+        f"{base}/login/",
+        data={
+            "username": "bench-oncall",
+            "password": BENCH_PASSWORD,
+            "csrfmiddlewaretoken": session.cookies.get("csrftoken", ""),
+        },
+        headers={"Referer": f"{base}/login/"},
+        timeout=30,
+    )
+    page = session.get(f"{base}/incidents/{code}/", timeout=60)
+    if page.status_code != 200:
+        return f"no (HTTP {page.status_code})"
+    return "yes" if html.escape(summary, quote=True) in page.text or summary in page.text else "no"
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -194,7 +272,9 @@ def main() -> int:
         if not _wait_up(f"http://127.0.0.1:{port}"):
             print("gunicorn did not start; see", logs / "gunicorn.log")
             return 1
-        return _fire(args, token, team, [f"http://127.0.0.1:{port}"], shape=None)
+        return _fire(
+            args, token, team, [f"http://127.0.0.1:{port}"], shape=None, worker_pids=[worker.pid]
+        )
     finally:
         for proc in (web, worker):
             proc.terminate()
@@ -241,17 +321,20 @@ def _many_hosts(args, env: dict[str, str], var: Path, store, token: str, team) -
             f"{args.worker_concurrency} process each), each host with its own directories; "
             "shared: PostgreSQL, Redis, SeaweedFS 4.48 (S3) on loopback"
         )
-        return _fire(args, token, team, urls, shape=shape)
+        pids = [p.pid for h in workers for role, p, _ in h.procs]
+        return _fire(args, token, team, urls, shape=shape, worker_pids=pids)
     finally:
         for h in webs + workers:
             h.stop()
         store.stop()
 
 
-def _fire(args, token: str, team, bases: list[str], *, shape: str | None) -> int:
-
+def _fire(
+    args, token: str, team, bases: list[str], *, shape: str | None, worker_pids: list[int]
+) -> int:
     size = args.size_kb * 1024
-    bodies = {n: node_log(n, size) for n in range(args.nodes)}
+    culprit_node = args.nodes * 3 // 5
+    bodies = {n: node_log(n, size, culprit_node) for n in range(args.nodes)}
     distinct = {hashlib.sha256(b).hexdigest() for b in bodies.values()}
     rng = random.Random(7)
     repeats = rng.sample(range(args.nodes), int(args.nodes * args.repeat_share))
@@ -293,7 +376,27 @@ def _fire(args, token: str, team, bases: list[str], *, shape: str | None) -> int
     wall = time.perf_counter()
     with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
         list(pool.map(post, enumerate(jobs)))
+    uploaded_at = time.monotonic()  # the last upload has been answered
     wall = time.perf_counter() - wall
+    # EpilogSlurmctld: the job is over, analyse as soon as every file is parsed
+    controller = requests.post(  # multipart, as curl -F sends it
+        f"{bases[0]}/api/v1/ingest/slurm",
+        files={
+            k: (None, v)
+            for k, v in {
+                "cluster": "bench",
+                "job_id": "1024001",
+                "run_key": "0",
+                "stage": "controller",
+                "exit_code": "1",
+                "job": json.dumps(
+                    {"job_name": "bench", "job_nodelist": f"node[0000-{args.nodes - 1:04d}]"}
+                ),
+            }.items()
+        },
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+    )
 
     from django.db import connection
 
@@ -304,7 +407,10 @@ def _fire(args, token: str, team, bases: list[str], *, shape: str | None) -> int
     incidents = Incident.objects.filter(team=team, cluster="bench", job_id="1024001")
     n_incidents = incidents.count()
     incident = incidents.first()
-    artifacts = Artifact.objects.filter(incident=incident) if incident else None
+    # the node posts' files (the controller's job record is one more artifact)
+    artifacts = (
+        Artifact.objects.filter(incident=incident).exclude(kind="slurm_job") if incident else None
+    )
     n_artifacts = artifacts.count() if artifacts is not None else 0
     stored_shas = (
         set(artifacts.values_list("sha256", flat=True)) if artifacts is not None else set()
@@ -315,14 +421,28 @@ def _fire(args, token: str, team, bases: list[str], *, shape: str | None) -> int
     latencies = [lat for _, lat, _ in results]
     ok = [lat for code, lat, _ in results if 200 <= code < 300]
 
-    parse_started = time.monotonic()
-    parsed_in = None
-    while artifacts is not None and time.monotonic() - parse_started < args.parse_wait:
-        active = artifacts.filter(parse_status__in=["pending", "queued", "parsing"]).count()
-        if active == 0:
-            parsed_in = time.monotonic() - parse_started
-            break
-        time.sleep(1)
+    from apps.analysis.models import AnalysisRun, RunStatus
+
+    parsed_in = verdict_in = None
+    while artifacts is not None and time.monotonic() - uploaded_at < args.parse_wait:
+        now = time.monotonic()
+        if parsed_in is None:
+            active = Artifact.objects.filter(
+                incident=incident, parse_status__in=["pending", "queued", "parsing"]
+            )
+            if not active.exists():
+                parsed_in = now - uploaded_at
+        if parsed_in is not None:
+            run = (
+                AnalysisRun.objects.filter(incident=incident, status=RunStatus.SUCCEEDED)
+                .order_by("-finished_at")
+                .first()
+            )
+            every = Artifact.objects.filter(incident=incident).exclude(parse_status="rejected")
+            if run is not None and len(run.inputs) == every.count():
+                verdict_in = now - uploaded_at
+                break
+        time.sleep(0.25)
     parse_counts = (
         {
             s: artifacts.filter(parse_status=s).count()
@@ -331,7 +451,17 @@ def _fire(args, token: str, team, bases: list[str], *, shape: str | None) -> int
         if artifacts is not None
         else {}
     )
-
+    verdict = shown = ""
+    timings: dict = {}
+    if verdict_in is not None:
+        triage = run.document["triage"]
+        culprits = run.document["localization"]["culprit_ranks"]
+        verdict = f"{triage['shape']} · {triage['category']} · ranks {culprits}"
+        timings = run.timings or {}
+        shown = incident_page_shows(bases[0], incident.code, triage["summary"], team)
+    rss: dict[int, float] = {}
+    for pid in worker_pids:
+        rss.update(peak_rss_mb(pid))
     mb = args.nodes * size / 1e6
     print()
     print(
@@ -358,10 +488,23 @@ def _fire(args, token: str, team, bases: list[str], *, shape: str | None) -> int
     print(f"| incidents for the job run | {n_incidents} |")
     print(f"| artifacts stored / distinct files | {n_artifacts} / {len(distinct)} |")
     print(f"| stored sha256 == sent sha256 | {stored_shas == distinct} |")
+    print(f"| controller epilog post | HTTP {controller.status_code} |")
     print(
-        f"| parse complete after uploads | "
-        f"{f'{parsed_in:.0f} s' if parsed_in is not None else 'not within the wait'} "
+        f"| last upload answered → all parsed | "
+        f"{f'{parsed_in:.1f} s' if parsed_in is not None else 'not within the wait'} "
         f"({', '.join(f'{k} {v}' for k, v in parse_counts.items() if v)}) |"
+    )
+    if verdict_in is not None:
+        print(f"| all parsed → verdict stored | {verdict_in - parsed_in:.1f} s |")
+        print(f"| **last upload answered → verdict stored** | **{verdict_in:.1f} s** |")
+        print(f"| analysis run's own timings | {timings} |")
+        print(f"| verdict | {verdict} |")
+        print(f"| incident page shows the verdict | {shown} |")
+    else:
+        print("| verdict stored | not within the wait |")
+    print(
+        f"| peak RSS of the worker's processes | "
+        f"{', '.join(f'{v:.0f} MB' for v in sorted(rss.values(), reverse=True))} |"
     )
     failures = []
     if n_incidents != 1:
@@ -374,6 +517,11 @@ def _fire(args, token: str, team, bases: list[str], *, shape: str | None) -> int
             if code >= 500 or code == 0:
                 print("  e.g.", code, text)
                 break
+    expected = [culprit_node * 8 + CULPRIT_LOCAL]
+    if verdict_in is None or culprits != expected or triage["category"] != "OOM":
+        failures.append(f"verdict {verdict or 'missing'} (expected an OOM on {expected})")
+    elif shown != "yes":
+        failures.append("the incident page does not show the verdict")
     if len(ok) != len(jobs):
         failures.append(f"{len(jobs) - len(ok)} non-2xx answers")
     print()

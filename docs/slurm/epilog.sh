@@ -10,8 +10,9 @@
 #     fully detached sender (setsid, stdin/stdout/stderr on /dev/null);
 #   * the sender waits a random jitter (every node posts at the same instant), collects
 #     a dmesg excerpt and `nvidia-smi -q` (each under `timeout`), and posts everything
-#     with curl bounded by --max-time; what could not be sent stays spooled and is retried
-#     by the next epilog on this node;
+#     with curl bounded by --max-time, retrying 429/5xx as the server's Retry-After asks
+#     within RANKSCOPE_RETRY_MAX_SECONDS; what could not be sent stays spooled and is
+#     retried by the next epilog on this node;
 #   * absolute paths only (no PATH is set), output to syslog, no Slurm commands.
 #
 # Configuration: /etc/rankscope/epilog.conf (a shell fragment, root-owned), e.g.
@@ -32,8 +33,9 @@ RANKSCOPE_URL=""
 RANKSCOPE_TOKEN_FILE="/etc/rankscope/token"
 RANKSCOPE_LOG_DIRS="/var/log/rankscope/jobs/%j"
 RANKSCOPE_SPOOL_DIR="/var/spool/rankscope"
-RANKSCOPE_MAX_TIME=60            # seconds for one POST
-RANKSCOPE_RETRIES=2              # curl retries (honouring 429 Retry-After)
+RANKSCOPE_MAX_TIME=60            # seconds for one POST attempt
+RANKSCOPE_RETRIES=5              # retries of 429/5xx/no answer, honouring Retry-After
+RANKSCOPE_RETRY_MAX_SECONDS=300  # all attempts of one post together
 RANKSCOPE_EPILOG_MAX_JITTER=15   # seconds; spreads 1,000 nodes over this window
 RANKSCOPE_EPILOG_FOREGROUND=0    # 1: send before exiting (tests, debugging)
 RANKSCOPE_COLLECT_DMESG=1
@@ -130,6 +132,55 @@ collect() {
 }
 
 # --- sender: runs detached; every step is bounded ------------------------------------
+# POST with curl; retry what may succeed later — no answer (000), 408, 409 (the same
+# Idempotency-Key still in progress), 429 and 5xx — up to RANKSCOPE_RETRIES times, waiting
+# what the server asks (Retry-After in seconds) or else 2, 4, 8… s, and never past
+# RANKSCOPE_RETRY_MAX_SECONDS in all. The response goes to a temporary file: with
+# `--output /dev/null` curl's own --retry fails on many versions ("Failed to truncate
+# file"), so the loop is ours and uses only options every curl since 7.55 has.
+# Prints the last HTTP status (000: no answer).
+http_post() {
+    local url="$1" header="$2" out hdrs code attempt=0 wait started ra line
+    shift 2
+    out="$(/usr/bin/mktemp)" || { printf '000'; return 0; }
+    hdrs="$(/usr/bin/mktemp)" || { /usr/bin/rm -f "$out"; printf '000'; return 0; }
+    started=$SECONDS
+    while :; do
+        code="$("$CURL" --silent --show-error --output "$out" --dump-header "$hdrs" \
+            --write-out '%{http_code}' --connect-timeout 5 --max-time "$RANKSCOPE_MAX_TIME" \
+            --header "@$header" "$@" "$url" 2>/dev/null)"
+        [[ "$code" =~ ^[0-9]{3}$ ]] || code=000
+        case "$code" in
+        000 | 408 | 409 | 429 | 500 | 502 | 503 | 504) ;;
+        *) break ;;
+        esac
+        attempt=$((attempt + 1))
+        [ "$attempt" -le "$RANKSCOPE_RETRIES" ] 2>/dev/null || break
+        wait=$((2 ** attempt))
+        ra=""
+        while IFS= read -r line; do
+            line="${line%$'\r'}"
+            case "${line,,}" in
+            retry-after:*)
+                ra="${line#*:}"
+                ra="${ra//[[:space:]]/}"
+                ;;
+            esac
+        done <"$hdrs"
+        # Seconds only; an HTTP-date is ignored and the backoff used instead.
+        [[ "$ra" =~ ^[0-9]{1,6}$ ]] && wait=$((10#$ra))
+        [ "$wait" -ge 1 ] || wait=1
+        if [ $((SECONDS - started + wait)) -gt "$RANKSCOPE_RETRY_MAX_SECONDS" ] 2>/dev/null; then
+            log "HTTP $code; no retry: waiting ${wait} s would pass RANKSCOPE_RETRY_MAX_SECONDS"
+            break
+        fi
+        log "HTTP $code; retry $attempt of $RANKSCOPE_RETRIES in ${wait} s"
+        /usr/bin/sleep "$wait"
+    done
+    /usr/bin/rm -f "$out" "$hdrs"
+    printf '%s' "$code"
+}
+
 send_one() {
     local spool="$1" args=() line name value f code
     [ -r "$spool/form" ] || return 0
@@ -149,11 +200,7 @@ send_one() {
     printf 'Authorization: Bearer %s\nIdempotency-Key: %s\n' \
         "$(/usr/bin/head -c 200 "$RANKSCOPE_TOKEN_FILE" | /usr/bin/tr -d '\r\n ')" \
         "epilog-${spool##*/}" >"$header"
-    code="$("$CURL" --silent --show-error --output /dev/null --write-out '%{http_code}' \
-        --connect-timeout 5 --max-time "$RANKSCOPE_MAX_TIME" \
-        --retry "$RANKSCOPE_RETRIES" --retry-delay 2 --retry-max-time "$((RANKSCOPE_MAX_TIME * 2))" \
-        --header "@$header" "${args[@]}" \
-        "${RANKSCOPE_URL%/}/api/v1/ingest/slurm" 2>/dev/null)"
+    code="$(http_post "${RANKSCOPE_URL%/}/api/v1/ingest/slurm" "$header" "${args[@]}")"
     /usr/bin/rm -f "$header"
     case "$code" in
     200 | 202)

@@ -14,7 +14,7 @@ The interface every analyzer implements::
             # (ctx.doc["job"], ctx.doc["localization"], …) only if you own them.
 
 Register with ``register_analyzer(MyAnalyzer())``. Built-in order: job 10,
-nccl 20, failures 30, flight_recorder 32, torchrun 35, noise 40, metrics 50,
+nccl 20, failures 30, flight_recorder 32, odd_one_out 34, torchrun 35, noise 40, metrics 50, slowdown 52,
 verdict 90 (the verdict reads everything before it and writes triage/root_cause/timeline/
 recommendations). An analyzer that raises is recorded in
 ``doc["analysis"]["errors"]`` and the others still run.
@@ -177,8 +177,10 @@ def _load_builtin() -> None:
         nccl,
         noise,
         numerics,
+        odd_one_out,
         postmortem_inputs,
         proposals,
+        slowdown,
         storage,
         torchrun,
         verdict,

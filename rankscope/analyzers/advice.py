@@ -54,6 +54,19 @@ def _stuck(ctx: Context) -> str:
     return f"{r['op']} seq {r['seq']}"
 
 
+# what to do about a decomposed slowdown, by category (analyzers/slowdown.py)
+SLOW_ACTION = {
+    "NETWORK": "test those hosts' links with nccl-tests (all_reduce_perf between them and a healthy pair) and drain them if confirmed.",
+    "HARDWARE": "check that GPU's cooling and power (nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER) and drain the node if it keeps throttling.",
+    "DATA": "look at those ranks' input pipeline (workers, shared memory, the files they read).",
+    "STORAGE_IO": "check the file system or object store those ranks read from (latency, errors, throttling).",
+    "UNKNOWN": "compare those ranks' GPUs and nodes with their peers (clocks, temperature, CPU load).",
+    "NETWORK_ALL": "run nccl-tests across the job's nodes (all_reduce_perf, then pairs) to find the slow links, and check the fabric's switch counters and congestion for that time.",
+    "COMPUTE_ALL": "compare what changed for every rank at that step: model or sequence length, batch size, a new data shard, or something every node shares (cooling, CPU frequency policy).",
+    "UNLOCATED": "upload per-rank step metrics (compute, communication and data-wait times) or GPU telemetry (DCGM, nvidia-smi) from the same period to tell which ranks and which part of the step slowed.",
+}
+
+
 def summary(ctx: Context, v: Verdict) -> str:
     n_timeout = len({e.rank for e in ctx.kinds("watchdog_timeout", "watchdog_failure")})
     after = f"; {n_timeout} other rank(s) then timed out in {_stuck(ctx)}" if n_timeout else ""
@@ -65,6 +78,16 @@ def summary(ctx: Context, v: Verdict) -> str:
         if noise:
             return f"No failure found: {noise['title'].split(':')[0]} — noise, no action needed."
         return "No failure found in these files."
+    decomposed = v.extra.get("finding") if v.shape == "slow" else None
+    if decomposed and decomposed.get("kind") == "slowdown_decomposed":
+        action = SLOW_ACTION.get(v.category, SLOW_ACTION["UNKNOWN"])
+        everywhere = not (v.culprit_ranks or v.culprit_hosts)
+        if everywhere and v.category == "NETWORK":
+            action = SLOW_ACTION["NETWORK_ALL"]
+        elif everywhere and v.category == "UNKNOWN":
+            part = (ctx.facts.get("metrics", {}).get("slowdown") or {}).get("part")
+            action = SLOW_ACTION["COMPUTE_ALL" if part == "compute" else "UNLOCATED"]
+        return f"Training slowed: {decomposed['title']} — {action}"
     if v.category == "OOM":
         what = (
             "ran out of host memory (kernel OOM killer)"
@@ -102,7 +125,9 @@ def summary(ctx: Context, v: Verdict) -> str:
         if root and root.kind == "slurm_time_limit":
             return "SLURM stopped the job at its time limit (not a training failure) — resume from the last checkpoint with a longer limit or more frequent checkpoints."
         return f"The scheduler/infrastructure ended the job ({v.root_label}) — resubmit from the last checkpoint; ask the cluster team about {', '.join(v.culprit_hosts) or 'the node'}."
-    if v.category == "SOFTWARE" and root and root.kind == "collective_mismatch":
+    if v.category == "SOFTWARE" and (
+        (root and root.kind == "collective_mismatch") or "a different collective" in v.root_label
+    ):
         return "Ranks issued different collectives (a code path diverged between ranks) — fix the rank-dependent branch around the reported collective, then rerun."
     if v.category == "DATA":
         return f"{where.capitalize()} stalled in data loading and never joined {_stuck(ctx)}{after} — check that rank's data reads/storage (add a read timeout), then restart from the last checkpoint."
@@ -220,6 +245,13 @@ def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
     if v.shape == "none":
         return []
     recs = [{"kind": k, "text": t} for k, t in _RECS.get(v.category, _RECS["UNKNOWN"])]
+    if v.shape == "slow" and v.category in SLOW_ACTION:
+        recs = [
+            {
+                "kind": "immediate",
+                "text": SLOW_ACTION[v.category][0].upper() + SLOW_ACTION[v.category][1:],
+            }
+        ]
     if v.shape == "slow" and v.category == "UNKNOWN":
         recs = [
             {

@@ -23,6 +23,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..model import Event, evidence
+from ..signatures import BY_ID, exception_rule
 from . import Context, register_analyzer
 from ._rc import etime, iso_out, to_dt
 
@@ -196,7 +197,13 @@ class ChainAnalyzer:
                     and t_of[id(trigger)] <= min(t_of[id(e)] or datetime.max for e in hang)
                 )
             )
-            if verdict_cat in ("UNKNOWN", "NETWORK") and category != "NETWORK" and precedes:
+            by_signature = str(rc.get("decided_by") or "").startswith("signature")
+            if (
+                verdict_cat in ("UNKNOWN", "NETWORK")
+                and category != "NETWORK"
+                and precedes
+                and not (by_signature and trigger.kind == "python_exception")
+            ):
                 rc["category"] = category
                 rc["category_from"] = "chain trigger (the root category follows the trigger)"
                 if ctx.doc.get("triage", {}).get("category") in ("UNKNOWN", "NETWORK"):
@@ -209,19 +216,21 @@ class ChainAnalyzer:
     _inherited: set[int] = set()
 
     def _aligned(self, ctx: Context) -> list[tuple[datetime | None, Event]]:
-        """Every event with its worker-clock time; untimed lines inherit the last time before them in their file."""
+        """Every event with its worker-clock time; untimed lines inherit the last time before them
+        of the same rank in their file."""
         per_file: dict[str, list[Event]] = {}
         for e in ctx.events:
             per_file.setdefault(e.file, []).append(e)
         out: list[tuple[datetime | None, Event, datetime | None]] = []
         for evs in per_file.values():
             evs.sort(key=lambda e: e.line)
-            last: datetime | None = None
+            # per rank: an unstamped line never takes another rank's time
+            last: dict[int | None, datetime | None] = {}
             for e in evs:
                 t = to_dt(etime(e))
                 if t is not None:
-                    last = t
-                out.append((t, e, t or last))
+                    last[e.rank] = t
+                out.append((t, e, t or last.get(e.rank)))
         out.sort(key=lambda x: (_key(x[2]), x[1].file, x[1].line))
         self._inherited = {id(e) for t, e, _ in out if t is None}
         return [(eff, e) for _, e, eff in out]
@@ -241,6 +250,14 @@ class ChainAnalyzer:
             )
         for t, e in ordered:
             c = CAUSES.get(e.kind)
+            sig = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
+            if sig is not None and sig.category is not None and sig.strength >= 0.5:
+                c = (sig.category, sig.meaning.split(":")[0].rstrip("."))
+            elif e.kind == "python_exception":
+                rule = exception_rule(
+                    str(e.fields.get("type", "")), str(e.fields.get("message", ""))
+                )
+                c = (rule.category, "exception")
             if e.kind == "xid" and e.fields.get("hardware"):
                 c = ("HARDWARE", f"Xid {e.fields.get('xid')}")
             if c is None:

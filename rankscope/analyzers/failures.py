@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Event, evidence
+from ..signatures import BY_ID, exception_rule
 from . import Context, register_analyzer
 
 SYMPTOMS = {
@@ -67,8 +68,15 @@ LABELS = {
 }
 
 
+_PEER_WORDS = ("NCCL", "c10d", "TCPStore", "rendezvous", "Rendezvous", "MASTER_ADDR", "peer")
+
+
 def _category(e: Event) -> tuple[str, float] | None:
     k, f = e.kind, e.fields
+    if "sig" in f:
+        sig = BY_ID.get(str(f["sig"]))
+        if sig is not None and sig.category is not None:
+            return sig.category, sig.strength
     if k == "cuda_oom":
         return "OOM", 0.95
     if k == "host_oom_kill":
@@ -79,6 +87,8 @@ def _category(e: Event) -> tuple[str, float] | None:
         return "HARDWARE", 0.9
     if k == "cuda_error":
         what = str(f.get("what", "")).lower()
+        if "illegal memory access" in what or "device-side assert" in what:
+            return "SOFTWARE", 0.6
         if "launch failure" in what or "uncorrectable" in what or "hardware" in what:
             return "HARDWARE", 0.6
         if "out of memory" in what:
@@ -117,19 +127,28 @@ def _category(e: Event) -> tuple[str, float] | None:
             return None  # distributed echoes of another failure
         if "NCCL" in msg or "Watchdog" in msg or "ProcessGroup" in msg:
             return None
-        if (
-            t in ("OSError", "IOError", "FileNotFoundError", "PermissionError")
-            or "I/O error" in msg
-        ):
-            return "STORAGE_IO", 0.5
         if "DataLoader" in msg or "Loader" in t:
             return "DATA", 0.7
-        return "SOFTWARE", 0.45
+        rule = exception_rule(t, msg)
+        # a bare programming error decides only when nothing more specific does
+        return rule.category, (0.45 if rule.category == "SOFTWARE" else rule.confidence)
     if k == "segfault":
         return "SOFTWARE", 0.5
     if k == "retry_exhausted":
+        # what was retried decides: a peer/store of the job is the network, the rest storage
+        text = e.text
+        if any(w in text for w in _PEER_WORDS):
+            return "NETWORK", 0.6
         return "STORAGE_IO", 0.6
     return None
+
+
+def label_of(e: Event) -> str:
+    if "sig" in e.fields:
+        sig = BY_ID.get(str(e.fields.get("sig")))
+        if sig is not None:
+            return sig.meaning.split(":")[0].rstrip(".")
+    return LABELS.get(e.kind, e.kind)
 
 
 def etime(e: Event) -> str | None:
@@ -146,7 +165,7 @@ class FailuresAnalyzer:
         causes: list[dict[str, Any]] = []
         first_by_rank: dict[int, Event] = {}
         for e in ctx.events:
-            if e.kind in NOT_ERRORS:
+            if e.kind in NOT_ERRORS and "sig" not in e.fields:
                 continue
             if (
                 e.rank is not None
@@ -154,17 +173,39 @@ class FailuresAnalyzer:
                 and (e.level in ("E", "F", None) or e.kind not in SYMPTOMS)
             ):
                 first_by_rank[e.rank] = e
+            if e.kind == "watchdog_exit" and "CUDA error" in str(e.fields.get("what", "")):
+                # torch >= 2.2: the watchdog thread reports the rank's own CUDA fault
+                cat = _category(
+                    Event(
+                        kind="cuda_error",
+                        line=e.line,
+                        text=e.text,
+                        fields={"what": e.fields["what"]},
+                    )
+                )
+                if cat is not None:
+                    causes.append(
+                        {
+                            "category": cat[0],
+                            "strength": cat[1],
+                            "event": e,
+                            "label": "CUDA error reported by the NCCL watchdog",
+                        }
+                    )
+                continue
             if e.kind in SYMPTOMS:
                 continue
             cat = _category(e)
             if cat is None:
                 continue
+            if e.kind == "data_error" and "Killed" in e.text and ctx.by_kind.get("host_oom_kill"):
+                continue  # a loader worker SIGKILLed while the kernel logged an OOM kill: OOM
             causes.append(
                 {
                     "category": cat[0],
                     "strength": cat[1],
                     "event": e,
-                    "label": LABELS.get(e.kind, e.kind),
+                    "label": label_of(e),
                 }
             )
         ctx.facts["causes"] = causes
@@ -217,13 +258,17 @@ def _short(ranks: list[int]) -> str:
 
 
 def _approximate_times(ctx: Context) -> None:
-    """Lines without a timestamp (Python tracebacks) get the last time seen above them in their file."""
-    last: dict[str, str] = {}
+    """Lines without a timestamp (Python tracebacks) get the time of the previous stamped line
+    of the same rank in the same file — never another rank's (lines of a file without rank
+    prefixes are one stream). Marked approximate in the event and its evidence."""
+    last: dict[tuple[str, int | None], str] = {}
     for e in sorted(ctx.events, key=lambda x: (x.file, x.line)):
+        key = (e.file, e.rank)
         if e.time:
-            last[e.file] = e.time
-        elif e.file in last:
-            e.fields["approx_time"] = last[e.file]
+            last[key] = e.time
+        elif key in last:
+            e.fields["approx_time"] = last[key]
+            e.fields["time_approximate"] = True
 
 
 register_analyzer(FailuresAnalyzer())

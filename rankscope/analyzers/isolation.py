@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ..links import DEGRADED, POOR
 from ..model import Event
 from . import Context, register_analyzer
 from ._rc import metrics_files, row_event
@@ -282,6 +283,7 @@ class IsolationAnalyzer:
                             evidence_events=[r["event"]],
                             category="NETWORK",
                         )
+        self._against_link(ctx, runs, table)
         # intra vs inter: a healthy intra-node result with a poor inter-node one points at the fabric
         intra = [r for r in runs if r["scope"] == "intra_node"]
         inter = [r for r in runs if r["scope"] == "inter_node"]
@@ -291,6 +293,75 @@ class IsolationAnalyzer:
                 "inter_busbw": min(r["busbw"] for r in inter),
             }
         iso["nccl_tests"] = table
+
+    def _against_link(
+        self, ctx: Context, runs: list[dict[str, Any]], table: list[dict[str, Any]]
+    ) -> None:
+        """Each run against the link it ran on (``engine/links.py``) and against its own
+        larger sizes (a collapse at one size)."""
+        rows_by_event = {(t["file"], t["line"]): t for t in table}
+        for r in runs:
+            e: Event = r["event"]
+            f = e.fields
+            exp = f.get("expected")
+            row = rows_by_event.get((e.file, e.line))
+            if exp and exp.get("gbs") and r["basis"] in ("large_rows", "avg_line"):
+                ratio = r["busbw"] / exp["gbs"]
+                if row is not None:
+                    row["link"] = exp["link"]
+                    row["link_busbw"] = round(exp["gbs"], 1)
+                    row["vs_link"] = round(ratio, 3)
+                # the Avg line averages small sizes too: only a run with large rows is judged low
+                if ratio < DEGRADED and r["basis"] == "large_rows":
+                    level = "far below" if ratio < POOR else "below"
+                    ctx.add_finding(
+                        phase="isolation",
+                        kind="nccl_tests_below_link",
+                        title=f"{r['test']} on {', '.join(r['hosts'][:4]) or e.file}: {r['busbw']:.3g} GB/s busbw is "
+                        f"{ratio:.0%} of what its link carries ({exp['gbs']:.3g} GB/s, {exp['link']}) — {level} the link's rate",
+                        detail=f"Link rate: {exp['basis']}. Healthy runs reach 75-95 % of it at ≥ 256 MiB. "
+                        "Check the NICs' link rate and errors (ibstat, ethtool -S), NCCL_IB_HCA / NCCL_SOCKET_IFNAME "
+                        "(a run on the wrong interface or over TCP), PCIe/ACS settings, and NCCL_P2P_DISABLE / NCCL_NVLS_ENABLE.",
+                        confidence=0.75 if ratio < POOR else 0.6,
+                        hosts=r["hosts"],
+                        evidence_events=[e],
+                        category="NETWORK",
+                        busbw=r["busbw"],
+                        link_busbw=exp["gbs"],
+                    )
+            col = f.get("collapse")
+            if col and col.get("row"):
+                bad = col["row"]
+                evs = [
+                    Event(
+                        kind="nccl_test_row",
+                        line=x["line"],
+                        text=x["text"],
+                        host=e.host,
+                        file=e.file,
+                    )
+                    for x in (col.get("before"), bad, col.get("after"))
+                    if x
+                ]
+                where = (
+                    f"at the largest size ({_size(bad['size'])}: {bad['busbw']:.3g} GB/s vs {col['before']['busbw']:.3g} GB/s at {_size(col['before']['size'])})"
+                    if col.get("tail")
+                    else f"at {_size(bad['size'])} ({bad['busbw']:.3g} GB/s between {col['before']['busbw']:.3g} and {col['after']['busbw']:.3g} GB/s)"
+                )
+                ctx.add_finding(
+                    phase="isolation",
+                    kind="nccl_tests_size_collapse",
+                    title=f"{r['test']} on {', '.join(r['hosts'][:4]) or e.file}: bus bandwidth collapses {where}",
+                    detail="The sizes around it run at full speed, so the fabric can carry the traffic: "
+                    "look at what NCCL picks for that size (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING; "
+                    "NCCL_PROTO/NCCL_ALGO overrides, a tuner plugin, NCCL_BUFFSIZE) and at the switch "
+                    "buffers/adaptive routing if it shows only across nodes.",
+                    confidence=0.7,
+                    hosts=r["hosts"],
+                    evidence_events=evs,
+                    category="NETWORK",
+                    size=bad["size"],
+                )
 
     def _bisection(self, ctx: Context, iso: dict[str, Any]) -> None:
         trials = ctx.by_kind.get("bisection_trial", [])
@@ -363,6 +434,13 @@ def _gap(a: float, b: float) -> bool:
     if isinstance(a, int) and isinstance(b, int):
         return b - a > 1
     return b - a > 1e-9
+
+
+def _size(n: int) -> str:
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k and n % (1 << k) == 0:
+            return f"{n >> k} {unit}"
+    return f"{n} B"
 
 
 register_analyzer(IsolationAnalyzer())

@@ -91,7 +91,7 @@ class MetricsAnalyzer:
         bad = np.isinf(loss) | (np.isnan(loss) & valid)
         if not bad.any():
             return
-        ranks = sorted({int(r) for r in m.numpy("rank")[bad]}) if m.has("rank") else []
+        ranks = sorted({int(r) for r in m.numpy("rank")[bad] if r == r}) if m.has("rank") else []
         first_step = int(np.nanmin(m.numpy("step").astype(float)[bad]))
         evs = [e for r in (ranks or [-1]) for e in _ev(samples, r, "first_nan")][:3]
         ctx.facts.setdefault("metrics", {})["nan_step"] = first_step
@@ -183,13 +183,15 @@ class MetricsAnalyzer:
         facts["equal_compute"] = equal_compute
         rank_col = m.numpy("rank") if m.has("rank") else None
         ranks = (
-            sorted({int(r) for r, h in zip(rank_col, hosts, strict=True) if h in slow})
+            sorted({int(r) for r, h in zip(rank_col, hosts, strict=True) if h in slow and r == r})
             if rank_col is not None
             else []
         )
         evs = [e for r in ranks[:2] for e in _ev(samples, r, "last")]
         fast_ranks = (
-            sorted({int(r) for r, h in zip(rank_col, hosts, strict=True) if h not in slow})[:1]
+            sorted(
+                {int(r) for r, h in zip(rank_col, hosts, strict=True) if h not in slow and r == r}
+            )[:1]
             if rank_col is not None
             else []
         )

@@ -218,16 +218,20 @@ class NcclAnalyzer:
             and r["last_enqueued"] > r["last_completed"]
         ]
         world = ctx.doc["job"].get("world_size") or len(seen)
-        all_in = (
-            bool(ordered)
-            and not stragglers
-            and not ahead
-            and len({r["rank"] for r in in_coll}) >= max(2, int(0.9 * world))
-        )
         silent = (
             sorted(seen - with_state)
             if with_state and len(with_state) >= 0.5 * max(1, len(seen))
             else []
+        )
+        # "Every rank entered" is only said when no rank whose log we have is silent: a
+        # rank that crashed (OOM, segfault) before the collective never entered it, and
+        # calling the hang a fabric problem would contradict that rank's own error.
+        all_in = (
+            bool(ordered)
+            and not stragglers
+            and not ahead
+            and not silent
+            and len({r["rank"] for r in in_coll}) >= max(2, int(0.9 * world))
         )
         ctx.facts["nccl"] = {
             "rows": ordered,

@@ -192,6 +192,19 @@ def _slug(s: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", s.lower()).strip("-")[:48]
 
 
+def _short_event(event: str, limit: int = 70) -> str:
+    """A chain event as the subject of the next Why: no trailing "(started …)" aside, no
+    trailing punctuation, cut at a word boundary (never inside a timestamp)."""
+    text = re.sub(r"\s*\((?:started|at|since|from)\b[^)]*\)?\s*$", "", str(event)).strip()
+    text = text.rstrip(" .:;?")
+    if len(text) > limit:
+        cut = text[:limit].rsplit(" ", 1)[0]
+        if cut.count("(") > cut.count(")"):  # never leave an aside open
+            cut = cut[: cut.rfind("(")]
+        text = cut.rstrip(" ,.:;(=") + "…"
+    return text[:1].lower() + text[1:] if text[:2] != text[:2].upper() else text
+
+
 def _refs(findings: list[dict[str, Any]], n: int = 3) -> list[dict[str, Any]]:
     out = []
     for f in findings:
@@ -477,7 +490,7 @@ class ProposalsAnalyzer:
             levels.append(
                 {"why": question, "answer": s["event"], "evidence": s.get("evidence", [])[:3]}
             )
-            question = f"Why did that happen ({s['event'][:60]})?"
+            question = f"Why did that happen: {_short_event(s['event'])}?"
         trigger_ev = chain[0].get("evidence", [])[:1]
         deeper = {
             "DATA": "Data reads have no timeout, so one slow read blocks the rank until the NCCL watchdog kills the job.",
@@ -505,7 +518,6 @@ class ProposalsAnalyzer:
                 "storage_restart",
                 "precursor_correlation",
                 "periodic_failures",
-                "retry_noise",
                 "clock_offset",
                 "step_time_regression",
             ):
@@ -513,7 +525,7 @@ class ProposalsAnalyzer:
         return [
             {
                 "id": f"why-{_slug(cat)}-{_slug(chain[0]['event'])[:32]}",
-                "title": f"Five Whys: {chain[-1]['event'][:60]}",
+                "title": f"Five Whys: {_short_event(chain[-1]['event'])}",
                 "levels": levels[:7],
                 "contributing_factors": factors[:8],
             }

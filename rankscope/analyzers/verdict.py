@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Event, evidence
+from ..signatures import BY_ID, exception_rule
 from . import Context, register_analyzer
 from .advice import recommendations, summary
 from .failures import etime
@@ -31,6 +32,80 @@ FATAL = {
     "torchrun_failed",
     "worker_group_failed",
 }
+
+
+# exceptions that echo a failure elsewhere (a peer's, the agent's summary of a worker's)
+_ECHO_TYPES = {"DistBackendError", "ChildFailedError", "DistStoreError", "SignalException"}
+# an exception this close to the end of its file is what the process died of
+_TAIL_LINES = 300
+
+
+_ENDED = {
+    "python_exception",
+    "traceback",
+    "segfault",
+    "fatal_terminate",
+    "teardown",
+    "torchrun_failure",
+    "torchrun_failed",
+    "worker_group_failed",
+    "nccl_error",
+    "async_exception",
+    "slurm_cancelled",
+    "slurm_time_limit",
+    "host_oom_kill",
+    "agent_signal",
+    "sigterm_sent",
+}
+
+
+def _process_ended(ctx: Context, e: Event) -> bool:
+    """Some process ended at or after ``e`` (its own line is an exception, or an exception,
+    abort, exit summary or kill follows it in its file or appears in another file)."""
+    if e.kind in _ENDED or e.level == "F":
+        return True
+    for x in ctx.events:
+        if x is e or not (x.kind in _ENDED or x.level == "F"):
+            continue
+        if x.file != e.file or x.line > e.line:
+            return True
+    return False
+
+
+def _slurm_host(ctx: Context, e: Event) -> list[str]:
+    """SLURM's own lines in the same output file name the node ("*** JOB 42 ON cn-a07
+    CANCELLED …"): a scheduler-reported failure without a host happened there."""
+    if ctx.doc["job"].get("nodes") not in (None, 1) or e.rank is not None:
+        return []
+    hosts = {
+        str(x.fields["host"])
+        for x in ctx.events
+        if x.file == e.file and x.kind.startswith(("slurm_", "node_fail")) and x.fields.get("host")
+    }
+    return sorted(hosts) if len(hosts) == 1 else []
+
+
+def _died_after(ctx: Context, e: Event) -> bool:
+    """The rank of ``e`` died of its own exception after it (not of the watchdog's abort)."""
+    for x in ctx.events:
+        if x.kind not in ("python_exception", "segfault") or x.file != e.file or x.line <= e.line:
+            continue
+        msg = str(x.fields.get("message", ""))
+        if x.fields.get("type") in _ECHO_TYPES or "NCCL" in msg or "Watchdog" in msg:
+            continue
+        if x.rank is None or e.rank is None or x.rank == e.rank:
+            return True
+    return False
+
+
+def _decided_by(v: Verdict) -> str | None:
+    if v.shape == "none":
+        return None
+    if v.root is not None and "sig" in v.root.fields:
+        return f"signature {v.root.fields['sig']}"
+    if v.root is not None:
+        return f"rule on {v.root.kind} lines"
+    return "rule on metrics"
 
 
 @dataclass
@@ -110,6 +185,7 @@ class VerdictAnalyzer:
             "summary": t["summary"] if v.shape != "none" else "",
             "chain": v.chain,
             "trigger": v.root_label or None,
+            "decided_by": v.extra.get("decided_by") or _decided_by(v),
         }
         ctx.doc["recommendations"] = recommendations(ctx, v)
         ctx.doc["timeline"] = self._timeline(ctx)
@@ -140,7 +216,8 @@ class VerdictAnalyzer:
 
         if succeeded and not fatal:
             if (
-                met.get("slow_hosts")
+                met.get("slowdown")
+                or met.get("slow_hosts")
                 or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop
             ):
                 return self._slow(ctx, met)
@@ -198,24 +275,69 @@ class VerdictAnalyzer:
                 root_label="a collective every rank entered never completed",
             )
         if (
-            met.get("slow_hosts")
+            met.get("slowdown")
+            or met.get("slow_hosts")
             or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop
             or met.get("stragglers")
         ):
             return self._slow(ctx, met)
+        prep = self._preprocessing_hang(ctx, causes)
+        if prep is not None:
+            return prep
+        if ctx.by_kind.get("watchdog_hang") and not ctx.by_kind.get("watchdog_timeout"):
+            ev = ctx.kinds("watchdog_hang")[0]
+            return Verdict(
+                shape="hang",
+                category="SOFTWARE",
+                confidence=0.45,
+                root=ev,
+                root_label="the NCCL watchdog thread itself stopped making progress (a NCCL/CUDA "
+                "call hung inside the process)",
+                extra={"decided_by": "rule: heartbeat monitor fired without a collective timeout"},
+            )
+        uncaught = self._uncaught(ctx, fatal)
+        if uncaught is not None:
+            return uncaught
         if ctx.by_kind.get("watchdog_timeout") or ctx.by_kind.get("watchdog_failure"):
             ev = ctx.kinds("watchdog_timeout", "watchdog_failure")[0]
             silent = nccl.get("silent", [])
+            network_said = any(
+                ctx.by_kind.get(k) for k in ("network_error", "nccl_error", "connection_error")
+            )
             return Verdict(
                 shape="hang",
-                category="UNKNOWN",
-                confidence=0.35,
+                category="UNKNOWN" if network_said else "SOFTWARE",
+                confidence=0.3,
                 root=ev,
-                root_label="collective timeout with no rank explaining it",
+                root_label="collective timeout with no rank explaining it"
+                + ("" if network_said else ": most often ranks that took different code paths"),
                 culprit_ranks=silent[:32],
+                extra={
+                    "decided_by": "rule: a collective timed out and no rank logged a fault of "
+                    "its own (no NCCL/network, device or process error) — PyTorch's own hint: "
+                    "collectives issued in a different order or on some ranks only"
+                },
             )
         if fatal:
             ev = ctx.facts.get("torchrun_first") or ctx.kinds(*FATAL)[0]
+            killed = [
+                e
+                for e in ctx.kinds("torchrun_failure", "torchrun_failed")
+                if e.fields.get("exitcode") == -9
+            ]
+            if killed:
+                e = killed[0]
+                return Verdict(
+                    shape="crash",
+                    category="OOM",
+                    confidence=0.6,
+                    root=e,
+                    root_label="a worker was killed with SIGKILL (exit code -9), most often by the "
+                    "host's OOM killer",
+                    culprit_ranks=[e.rank] if e.rank is not None else [],
+                    culprit_hosts=[e.host] if e.host else [],
+                    extra={"decided_by": "rule: exit code -9 (SIGKILL) → OOM killer"},
+                )
             return Verdict(
                 shape="crash",
                 category="UNKNOWN",
@@ -225,17 +347,96 @@ class VerdictAnalyzer:
             )
         return Verdict(shape="none", category="UNKNOWN", confidence=0.5)
 
+    def _preprocessing_hang(self, ctx: Context, causes: list[dict[str, Any]]) -> Verdict | None:
+        """Ranks waited at the first collectives (a barrier) while the main process was still
+        preprocessing the dataset: a data-preparation hang on that process."""
+        prep = [c for c in causes if c["event"].fields.get("sig") == "dataset-preprocessing"]
+        if not prep:
+            return None
+        waits = ctx.kinds("watchdog_timeout", "watchdog_failure")
+        early = [e for e in waits if (e.fields.get("seq") or 0) <= 8]
+        store = [
+            e
+            for e in ctx.kinds("python_exception")
+            if "store->get" in str(e.fields.get("message", ""))
+            or "Socket Timeout" in str(e.fields.get("message", ""))
+        ]
+        if not early and not store:
+            return None
+        last = max((c["event"] for c in prep), key=lambda e: (e.file, e.line))
+        if int(last.fields.get("pct", "0")) >= 100:
+            return None
+        rank = last.rank if last.rank is not None else 0  # the main process prints the bar
+        return Verdict(
+            shape="hang",
+            category="DATA",
+            confidence=0.6,
+            root=last,
+            root_label="dataset preprocessing on the main process outlasted the collective timeout",
+            culprit_ranks=[rank],
+            extra={"decided_by": "rule: first collectives timed out during dataset preprocessing"},
+        )
+
+    def _uncaught(self, ctx: Context, fatal: bool) -> Verdict | None:
+        """A log that ends in an uncaught exception is a crash: the exception-type table
+        decides the category when no signature did (the last exception of the file that
+        failed first: the outermost of a chained traceback)."""
+        lines = {r.name: r.lines for r in ctx.results}
+        ok_files = {e.file for e in ctx.by_kind.get("run_succeeded", [])}
+        by_file: dict[str, list[Event]] = {}
+        for e in ctx.kinds("python_exception"):
+            t = str(e.fields.get("type", ""))
+            msg = str(e.fields.get("message", ""))
+            if t in _ECHO_TYPES or "NCCL" in msg or "Watchdog" in msg or e.file in ok_files:
+                continue
+            near_end = lines.get(e.file, 0) - e.line <= _TAIL_LINES
+            if near_end or fatal:
+                by_file.setdefault(e.file, []).append(e)
+        if not by_file:
+            return None
+        first_file = min(by_file, key=lambda f: (etime(by_file[f][0]) or "9999", f))
+        evs = sorted(by_file[first_file], key=lambda e: e.line)
+        e = evs[-1]
+        t = str(e.fields.get("type", ""))
+        rule = exception_rule(t, str(e.fields.get("message", "")))
+        rank_host = ctx.facts.get("rank_host", {})
+        host = rank_host.get(e.rank) if e.rank is not None else None
+        return Verdict(
+            shape="crash",
+            category=rule.category,
+            confidence=min(rule.confidence, 0.6),
+            root=e,
+            root_label=f"uncaught {t} ({rule.why})",
+            culprit_ranks=[e.rank] if e.rank is not None else [],
+            culprit_hosts=[host or e.host] if (host or e.host) else [],
+            extra={"decided_by": f"exception table: {t} → {rule.category} ({rule.why})"},
+        )
+
     def _from_cause(
         self, ctx: Context, pick: dict[str, Any], causes: list[dict[str, Any]]
     ) -> Verdict:
         e: Event = pick["event"]
         cat = pick["category"]
         same = [c["event"] for c in causes if c["category"] == cat and c["event"].kind == e.kind]
-        ranks = sorted({x.rank for x in same if x.rank is not None})
+        # a cause may name its ranks itself (the odd ones out: analyzers/odd_one_out.py)
+        ranks = pick.get("ranks") or sorted({x.rank for x in same if x.rank is not None})
         hosts = sorted({x.host for x in same if x.host})
         shape = "diverge" if cat == "NUMERICAL" else "crash"
-        if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout"):
+        sig = BY_ID.get(str(e.fields.get("sig")))
+        if sig is not None and sig.shape in ("crash", "hang", "diverge"):
+            shape = sig.shape
+        if (
+            shape == "crash"
+            and sig is not None
+            and "retrying" in e.text
+            and not _process_ended(ctx, e)
+        ):
+            # a connect loop still retrying when the logs end, and nothing says a process
+            # ended (no exception, abort, exit summary): the job sat there — a hang
+            shape = "hang"
+        if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout") and not _died_after(ctx, e):
             shape = "hang"  # the rank blocked (no crash of its own); the others hung on it
+        shape = pick.get("shape") or shape  # a cause may say how the job ended (odd_one_out.py)
         v = Verdict(
             shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"]
         )
@@ -260,14 +461,22 @@ class VerdictAnalyzer:
             )
             v.extra["all_in_collective"] = nccl.get("all_in_collective")
             v.confidence = max(v.confidence, 0.8 if nccl.get("all_in_collective") else 0.6)
+        elif cat == "NUMERICAL" and sig is not None and "rank" in e.fields:
+            # a per-rank check named the rank whose own values went non-finite
+            v.culprit_ranks = ranks[:64]
+            v.culprit_hosts = hosts
         elif cat in ("NUMERICAL", "INFRA"):
             v.culprit_ranks = []
-            v.culprit_hosts = hosts if cat == "INFRA" and e.kind == "node_fail" else []
+            node_named = e.kind == "node_fail" or ("sig" in e.fields and "host" in e.fields)
+            v.culprit_hosts = hosts if cat == "INFRA" and node_named else []
         else:
+            if not ranks and e.fields.get("around_rank") is not None:
+                ranks = [int(e.fields["around_rank"])]  # NCCL names the rank to check
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = (
                 sorted({ctx.facts.get("rank_host", {}).get(r) for r in ranks[:64]} - {None})
                 or hosts
+                or _slurm_host(ctx, e)
             )
         return v
 
@@ -317,6 +526,17 @@ class VerdictAnalyzer:
         )
 
     def _slow(self, ctx: Context, met: dict[str, Any]) -> Verdict:
+        sd = met.get("slowdown")  # declared by analyzers/slowdown.py
+        if sd and sd.get("finding"):
+            return Verdict(
+                shape="slow",
+                category=sd["category"],
+                confidence=sd["confidence"],
+                root_label=sd["label"],
+                culprit_ranks=list(sd["ranks"]),
+                culprit_hosts=list(sd["hosts"]),
+                extra={"finding": sd["finding"]},
+            )
         slow = met.get("slow_hosts")
         f = next((f for f in ctx.findings if f["kind"] == "slow_network_hosts"), None)
         if slow and f:
@@ -371,7 +591,8 @@ class VerdictAnalyzer:
         if v.shape == "none":
             return "unknown"
         if v.shape == "slow":
-            step = ctx.facts.get("metrics", {}).get("drop_step")
+            met = ctx.facts.get("metrics", {})
+            step = (met.get("slowdown") or {}).get("onset_step") or met.get("drop_step")
             return "unknown" if step is None else ("immediately" if step <= 5 else "after_warmup")
         start = ctx.facts.get("job_start")
         at = etime(v.root) if v.root is not None else None
@@ -437,6 +658,35 @@ class VerdictAnalyzer:
             )
 
         add(v.root, v.root_label)
+        if v.root is not None and "sig" not in v.root.fields:
+            # a wrapper ("Caught OSError in DataLoader worker") re-raises the real error below
+            for e in ctx.events:
+                s = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
+                if (
+                    s is not None
+                    and s.category == v.category
+                    and e.file == v.root.file
+                    and 0 < e.line - v.root.line <= 60
+                ):
+                    add(e, s.meaning.split(":")[0].rstrip("."))
+                    break
+        if v.root is not None and "sig" in v.root.fields:
+            # a repeated message (loss scale falling, a port retried): where the series ended
+            same = [
+                e
+                for e in ctx.events
+                if e.file == v.root.file and e.fields.get("sig") == v.root.fields["sig"]
+            ]
+            if len(same) > 1:
+                add(max(same, key=lambda e: e.line), f"{v.root_label} (last occurrence)")
+            root_sig = BY_ID.get(str(v.root.fields["sig"]))
+            if root_sig is not None and root_sig.severity != "fatal":
+                # the series ended in a fatal message of the same kind (loss scale at its floor)
+                for e in ctx.events:
+                    s = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
+                    if s is not None and s.severity == "fatal" and s.category == v.category:
+                        add(e, s.meaning.split(":")[0].rstrip("."))
+                        break
         row = v.extra.get("straggler_row")
         if row is not None:
             add(
@@ -472,9 +722,14 @@ class VerdictAnalyzer:
             chain.append(
                 {"time": None, "rank": None, "event": f["title"], "evidence": f["evidence"][:2]}
             )
-        rest = chain[1:]
-        rest.sort(key=lambda c: c["time"] or "9999")
-        return chain[:1] + rest
+        # in time order; steps without any time keep their place after the root
+        if chain and chain[0]["time"]:
+            chain.sort(key=lambda c: c["time"] or "9999")
+        else:
+            rest = chain[1:]
+            rest.sort(key=lambda c: c["time"] or "9999")
+            chain = chain[:1] + rest
+        return chain
 
     def _timeline(self, ctx: Context) -> list[dict[str, Any]]:
         seen: set[tuple[str, Any]] = set()

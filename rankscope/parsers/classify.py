@@ -83,7 +83,7 @@ _RX: dict[str, re.Pattern[str]] = {
     "retry_frac": re.compile(r"[Rr]etr(?:y|ying)(?: attempt)? (?P<k>\d+)(?:/| of )(?P<n>\d+)"),
     "retry_total": re.compile(r"Retrying \(Retry\(total=(?P<left>-?\d+)"),
     "exception": re.compile(
-        r"(?:^|[\s:])(?P<type>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<msg>.*)"
+        r"(?:^|[\s:\]])(?P<type>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<msg>.*)"
     ),
     "nan_loss": re.compile(
         r"(?P<name>[A-Za-z_ ]*[Ll]oss[A-Za-z_ ]{0,20})[=:] *(?P<v>-?(?:nan|NaN|NAN|inf|Inf|INF))\b"

@@ -12,7 +12,7 @@ import numpy as np
 
 from .._lazy import LazyModule
 from ..detect import host_from_name, rank_from_name
-from ..metrics import MAX_ROWS, MetricsTable, normalise_columns
+from ..metrics import _GPU_WIDE, _WANDB_GPU, MAX_ROWS, MetricsTable, _key, normalise_columns
 from ..model import ParseResult
 from . import ParseError, Progress, register_parser
 
@@ -211,12 +211,26 @@ class MetricsParser:
                 lines = None
         if "_line" not in table.column_names and lines is not None:
             table = table.append_column("_line", pa.array(lines[0][1:], pa.int64()))
+        table = _tensorboard_value(table, result.name)
+        table = _pivot_long(table, result)
         table = _melt_wide(table, result)
+        table = _melt_gpus(table, result)
         table, notes = normalise_columns(table)
+        meta = table.schema.metadata or {}
+        result.facts["metrics_unplaced"] = json.loads(meta.get(b"unplaced", b"[]"))
+        result.facts["metrics_placed"] = json.loads(meta.get(b"placed", b"{}"))
         for n in notes:
-            result.warn(n)
-        if "step" not in table.column_names:
-            raise ParseError("metrics file without a step/iteration column")
+            if not n.startswith("unplaced column"):
+                result.warn(n)
+        if result.facts["metrics_unplaced"]:
+            shown = ", ".join(result.facts["metrics_unplaced"][:12])
+            result.warn(f"columns not placed on any known measure: {shown}")
+        if "step" not in table.column_names and not (
+            "time" in table.column_names and set(table.column_names) & _TELEMETRY
+        ):
+            raise ParseError(
+                "metrics file without a step/iteration column (or a time column with GPU telemetry)"
+            )
         n = table.num_rows
         file_rank = rank_from_name(result.name)
         if "rank" not in table.column_names and file_rank is not None:
@@ -353,6 +367,104 @@ class MetricsParser:
                 b"\n".join(raw_rows),
             )
         return pa.table(out), lines
+
+
+_TELEMETRY = {"gpu_temp", "sm_clock", "power", "gpu_util", "throttle", "straggler_score"}
+_LONG_KEY = ("key", "metric", "metric_name", "name", "tag", "field", "field_name", "measure")
+
+
+def _tensorboard_value(table: pa.Table, name: str) -> pa.Table:
+    """TensorBoard's scalar CSV (``Wall time,Step,Value``) names its measure only in the
+    file name (``run-x-tag-train_loss.csv``): the ``Value`` column takes that name."""
+    keys = {c.strip().lower(): c for c in table.column_names}
+    if "value" not in keys or "step" not in keys or len(keys) > 4:
+        return table
+    base = re.sub(r"\.(csv|tsv|json|jsonl)$", "", name.rsplit("/", 1)[-1], flags=re.I)
+    tag = base.split("-tag-", 1)[1] if "-tag-" in base else base
+    return table.rename_columns([tag if c == keys["value"] else c for c in table.column_names])
+
+
+def _pivot_long(table: pa.Table, result: ParseResult) -> pa.Table:
+    """Long exports — one row per (measure, step): MLflow's ``key,value,step,timestamp``,
+    Prometheus/DCGM ``__name__,value,Hostname,gpu,timestamp`` — → one column per measure.
+    Rows sharing every other column (step, rank, host, gpu, time) become one row; it
+    keeps the line of its first record."""
+    lower = {c.strip().lower().strip("_"): c for c in table.column_names}
+    key = next((lower[k] for k in _LONG_KEY if k in lower), None)
+    value = lower.get("value")
+    if key is None or value is None or not pa.types.is_string(table.column(key).type):
+        return table
+    index = [c for c in table.column_names if c not in (key, value, "_line")]
+    # a timestamp per record differs slightly between measures of one step: with a step
+    # column, the step (and rank/host/gpu) is the row, and the first time is kept
+    stepish = [c for c in index if c.strip().lower().strip("_") in ("step", "iteration", "iter")]
+    idx_cols = [
+        c
+        for c in index
+        if not (stepish and c.strip().lower().strip("_") in ("timestamp", "time", "wall_time"))
+    ]
+    keys_l = table.column(key).to_pylist()
+    vals = table.column(value).to_pylist()
+    lines = table.column("_line").to_pylist() if "_line" in table.column_names else None
+    idx_vals = [table.column(c).to_pylist() for c in idx_cols]
+    extra = [c for c in index if c not in idx_cols]
+    extra_vals = [table.column(c).to_pylist() for c in extra]
+    rows: dict[tuple, dict[str, Any]] = {}
+    for i, k in enumerate(keys_l):
+        if k is None:
+            continue
+        ident = tuple(v[i] for v in idx_vals)
+        row = rows.get(ident)
+        if row is None:
+            row = rows[ident] = {c: v[i] for c, v in zip(idx_cols, idx_vals, strict=True)}
+            row.update({c: v[i] for c, v in zip(extra, extra_vals, strict=True)})
+            if lines is not None:
+                row["_line"] = lines[i]
+        row.setdefault(k, vals[i])
+    names = list(
+        dict.fromkeys(
+            [
+                *idx_cols,
+                *extra,
+                *(["_line"] if lines else []),
+                *{k: 0 for k in keys_l if k is not None},
+            ]
+        )
+    )
+    cols = {n: [r.get(n) for r in rows.values()] for n in names}
+    out = {}
+    for n, v in cols.items():
+        try:
+            out[n] = pa.array(v)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            out[n] = pa.array([None if x is None else str(x) for x in v], pa.string())
+    result.facts["metrics_layout"] = "long"
+    return pa.table(out)
+
+
+def _melt_gpus(table: pa.Table, result: ParseResult) -> pa.Table:
+    """W&B system metrics (``system/gpu.3.temp``, ``gpu.3.smClock``: a column per GPU)
+    → one row per GPU with a ``gpu`` column."""
+    per_gpu: dict[int, dict[str, str]] = {}
+    shared: list[str] = []
+    for c in table.column_names:
+        m = _GPU_WIDE.match(_key(c))
+        canonical = _WANDB_GPU.get(m.group(2).replace("_", "")) if m else None
+        if m and canonical:
+            per_gpu.setdefault(int(m.group(1)), {})[canonical] = c
+        else:
+            shared.append(c)
+    if not per_gpu:
+        return table
+    parts = []
+    for g in sorted(per_gpu):
+        cols = {c: table.column(c) for c in shared}
+        for canonical, c in per_gpu[g].items():
+            cols[canonical] = table.column(c)
+        cols["gpu"] = pa.array([g] * table.num_rows, pa.int64())
+        parts.append(pa.table(cols))
+    result.facts["metrics_layout"] = "wide by GPU"
+    return pa.concat_tables(parts, promote_options="permissive")
 
 
 def _melt_wide(table: pa.Table, result: ParseResult) -> pa.Table:

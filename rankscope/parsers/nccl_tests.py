@@ -27,6 +27,7 @@ import re
 from typing import Any, BinaryIO
 
 from ..detect import host_from_name
+from ..links import LinkSniffer, expected_busbw, size_collapse
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
 from . import textlog as _textlog  # noqa: F401 — registered first, so this parser wins its kinds
@@ -34,6 +35,7 @@ from ._lines import clip, iter_lines
 
 _RANK = re.compile(
     r"^#\s*Rank\s+(?P<r>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<h>\S+)\s+device\s+(?P<d>\d+)"
+    r"(?:\s+\[[^\]]*\])?\s*(?P<model>.*)$"
 )
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>[\d.]+(?:e[+-]?\d+)?)")
 _OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(?P<n>\d+)")
@@ -127,8 +129,10 @@ class NcclTestsParser:
             return run
 
         error_column = False  # the header of the current table says "error", not "#wrong"
+        link = LinkSniffer()
         for line_no, text in iter_lines(stream, result):
             body = strip_prefix(text)
+            link.feed(body)
             m = _TEST.search(body)
             if m and (
                 body.lstrip().startswith(("#", "$", "mpirun", "srun", "./", "/"))
@@ -156,6 +160,8 @@ class NcclTestsParser:
                 if m:
                     cur = cur or new_run(line_no)
                     cur["ranks"] += 1
+                    if m.group("model").strip() and not cur.get("gpu_model"):
+                        cur["gpu_model"] = m.group("model").strip()[:80]
                     if m.group("h") not in cur["hosts"]:
                         cur["hosts"].append(m.group("h"))
                     continue
@@ -185,7 +191,8 @@ class NcclTestsParser:
             raise ParseError("no nccl-tests result rows (size/count/type/…/busbw) found")
         for run in runs:
             if not run["test"]:
-                run["test"] = test_name or "unknown_perf"
+                named = _TEST.search(result.name.rsplit("/", 1)[-1])
+                run["test"] = test_name or (named.group("t") if named else "unknown_perf")
             if not run["hosts"] and file_host:
                 run["hosts"] = [file_host]
             rows = run["rows"]
@@ -209,6 +216,29 @@ class NcclTestsParser:
                 run["wrong"] = sum(
                     _row_wrong(r.get("wrong")) + _row_wrong(r.get("ip_wrong")) for r in rows
                 )
+            run["link"] = link.facts()
+            per_node = run["ranks"] // len(run["hosts"]) if run["ranks"] and run["hosts"] else None
+            run["gpus_per_node"] = per_node
+            run["expected"] = expected_busbw(
+                run["scope"], run.get("gpu_model"), run["link"], per_node
+            )
+            collapse = size_collapse(rows)
+            if collapse:
+                run["collapse"] = {
+                    k: (
+                        {
+                            "size": v["size"],
+                            "busbw": v["busbw"],
+                            "line": v["line"],
+                            "text": v["text"],
+                        }
+                        if v
+                        else None
+                    )
+                    for k, v in collapse.items()
+                    if k in ("row", "before", "after")
+                }
+                run["collapse"]["tail"] = bool(collapse.get("tail"))
             if run.get("avg_line"):
                 line, text = run["avg_line"], run["avg_text"]
             elif best:
@@ -233,7 +263,13 @@ class NcclTestsParser:
                             "large_busbw",
                             "large_rows",
                             "wrong",
+                            "gpu_model",
+                            "gpus_per_node",
+                            "link",
+                            "expected",
+                            "collapse",
                         )
+                        if k in run
                     },
                     file=result.name,
                 )

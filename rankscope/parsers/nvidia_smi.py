@@ -155,6 +155,8 @@ class NvidiaSmiParser:
         cur: _Gpu | None = None
         path: list[tuple[int, str]] = []  # (indent, section) stack for -q
         csv_header: list[str] | None = None
+        series_header: list[str] = []
+        series: list[tuple[int, list[str], str]] = []  # a looping --query-gpu log, as metrics
         table_gpu: _Gpu | None = None
         for line_no, text in iter_lines(stream, result):
             s = text.strip()
@@ -191,9 +193,12 @@ class NvidiaSmiParser:
                 csv_header = [
                     _CSV_FIELDS.get(h.strip().split(" ")[0].lower(), "") for h in s.split(",")
                 ]
+                series_header = [h.strip() for h in s.split(",")]
                 continue
             if csv_header is not None and "," in s:
                 vals = next(csv.reader([s]))
+                if len(series) < MAX_SERIES_ROWS:
+                    series.append((line_no, vals, text))
                 g = _Gpu(str(len(gpus)), line_no, text)
                 for name, v in zip(csv_header, vals, strict=False):
                     if name:
@@ -257,7 +262,7 @@ class NvidiaSmiParser:
                 table_gpu.set("mem_used_mib", int(m.group("used")), line_no, text)
                 table_gpu.set("mem_total_mib", int(m.group("total")), line_no, text)
                 table_gpu = None
-            if len(gpus) > MAX_GPUS:
+            if len(gpus) > MAX_GPUS and not series:
                 result.warn(f"more than {MAX_GPUS} GPUs; the rest were skipped")
                 break
         if not gpus:
@@ -280,6 +285,8 @@ class NvidiaSmiParser:
                 )
             )
         result.event_counts["gpu_reading"] = len(gpus)
+        if len(series) > 1 and series_header:
+            _as_metrics(series_header, series, host, result)
         result.facts["nvidia_smi"] = {"host": host, "gpus": len(gpus)}
 
     def _q_reading(
@@ -422,3 +429,38 @@ def _merge_samples(gpus: list[_Gpu]) -> list[_Gpu]:
 
 
 register_parser(NvidiaSmiParser())
+
+
+MAX_SERIES_ROWS = 500_000
+
+
+def _as_metrics(
+    header: list[str], rows: list[tuple[int, list[str], str]], host: str | None, result: ParseResult
+) -> None:
+    """A looping ``--query-gpu=timestamp,index,temperature.gpu,clocks.sm,… -l N`` log is a
+    time series per GPU: kept as a metrics table (canonical columns, e.g. ``gpu_temp``,
+    ``sm_clock``) beside the worst-sample readings, so the slowdown decomposition can see
+    a GPU's clock fall while its temperature climbs."""
+    from ..metrics import MetricsTable, normalise_columns
+
+    pa = __import__("pyarrow")
+    cols: dict[str, list[Any]] = {h: [] for h in header if h}
+    for _, vals, _ in rows:
+        for i, h in enumerate(header):
+            if h:
+                cols[h].append(vals[i].strip() if i < len(vals) else None)
+    cols["_line"] = [ln for ln, _, _ in rows]
+    table, _ = normalise_columns(pa.table({k: pa.array(v) for k, v in cols.items()}))
+    if "time" not in table.column_names or "gpu" not in table.column_names:
+        return
+    if host and "host" not in table.column_names:
+        table = table.append_column("host", pa.array([host] * table.num_rows, pa.string()))
+    result.metrics = MetricsTable(table)
+    meta = table.schema.metadata or {}
+    result.facts["metrics_unplaced"] = [
+        n for n in __import__("json").loads(meta.get(b"unplaced", b"[]")) if n
+    ]
+    result.facts["metrics_columns"] = table.column_names
+    result.facts["metrics_placed"] = __import__("json").loads(meta.get(b"placed", b"{}"))
+    step = max(1, len(rows) // 2000)
+    result.facts["metrics_rows"] = {str(ln): text for ln, _, text in rows[::step]}

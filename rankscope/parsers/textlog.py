@@ -21,9 +21,12 @@ from ..detect import host_from_name, rank_from_name
 from ..envelope import find_time, iso_from_text, peel
 from ..model import MAX_EVENT_TEXT, MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
 from ..scan import get_scanner
+from ..signatures import Signature
+from ..signatures import match as match_signature
 from . import Progress, register_parser
 from .classify import NCCL_HOST, classify
 from .facts import read_region
+from .sidecar import SideReaders
 
 CHUNK = 2 << 20
 HEAD = 24 << 10
@@ -40,6 +43,29 @@ _KEEP_LAST = {
     "checkpoint_saved",
     "checkpoint_save",
 }
+# readings of the structural readers that a catalogue signature on the same line refines
+GENERIC_KINDS = {
+    "python_exception",
+    "traceback",
+    "cuda_error",
+    "nccl_warn",
+    "nccl_error",
+    "network_error",
+    "connection_error",
+    "segfault",
+    "data_error",
+    "storage_error",
+    "host_oom_kill",
+    "nan_detected",
+}
+# a traceback echoes the source line that raised: its message text is not the message
+_CODE_STARTS = ("raise ", 'f"', "f'", "assert ", "print(", "logger.", "logging.", "warnings.warn(")
+
+
+def _is_code(msg: str) -> bool:
+    return msg.lstrip().startswith(_CODE_STARTS)
+
+
 # parse buffers kept for the next file parsed in this process (one per concurrent parse)
 _BUFFERS: list[bytearray] = []
 _NCCL_KINDS = {
@@ -159,6 +185,7 @@ class TextLogParser:
         result.facts["scanner"] = scanner.name
         collector = _Collector(result)
         summary = _Summary(collector, name)
+        sidecar = SideReaders()  # iteration lines and banners (parsers/sidecar.py)
         line_no = 0  # lines fully before the current block
         offset = 0
         head = bytearray()
@@ -203,6 +230,7 @@ class TextLogParser:
                         )
                 if len(head) < HEAD:
                     head += view[: min(cut, HEAD - len(head))]
+                sidecar.feed(view[:cut], line_no)
                 line_no = self._block(
                     buf,
                     view,
@@ -249,6 +277,7 @@ class TextLogParser:
                 t[nl + 1 :].decode("utf-8", errors="replace"), result, file_rank, where="tail"
             )
         self._finish(result, file_rank, file_host)
+        sidecar.finish(result, file_rank)
 
     def _block(
         self,
@@ -265,7 +294,7 @@ class TextLogParser:
         scanner: object,
     ) -> int:
         """Scan ``buf[:cut]`` (whole lines); return the line count after it."""
-        spans = scanner.line_spans(view[:cut])  # type: ignore[attr-defined]
+        hits = scanner.line_hits(view[:cut])  # type: ignore[attr-defined]
         # newlines counted once, between consecutive points of interest (candidate lines and
         # the sparse index marks), with numpy's SIMD compare (~3x bytes.count)
         arr = np.frombuffer(view[:cut], dtype=np.uint8)
@@ -275,18 +304,21 @@ class TextLogParser:
             if nl < 0 or nl + 1 >= cut:
                 break
             marks.append(nl + 1)
-        points = sorted([(st, 1, en) for st, en in spans] + [(m, 0, 0) for m in marks])
+        points = sorted(
+            [(st, 1, en, sigs) for st, en, sigs in hits] + [(m, 0, 0, ()) for m in marks],
+            key=lambda p: (p[0], p[1]),
+        )
         pos = 0
         ln = line_no
         skip_until = -1
-        for st, is_span, en in points:
+        for st, is_span, en, sigs in points:
             ln += int(np.count_nonzero(arr[pos:st] == 10))
             pos = st
             if not is_span:
                 result.line_index.append((ln + 1, offset + st))
             elif st > skip_until:
                 skip_until = self._line(
-                    buf, cut, st, en, ln + 1, result, collector, summary, file_rank, file_host
+                    buf, cut, st, en, ln + 1, result, collector, summary, file_rank, file_host, sigs
                 )
         ln += int(np.count_nonzero(arr[pos:] == 10))
         del arr  # release the export of buf before it is written again
@@ -304,10 +336,19 @@ class TextLogParser:
         summary: _Summary,
         file_rank: int | None,
         file_host: str | None,
+        sigs: tuple[Signature, ...] = (),
     ) -> int:
         raw = block[s:e].decode("utf-8", errors="replace").rstrip("\r")
         env = peel(raw)
         (res, needs_more) = classify(env.message)
+        if sigs and (res is None or res[0] in GENERIC_KINDS) and not _is_code(env.message):
+            hit = match_signature(env.message, list(sigs)) or match_signature(raw, list(sigs))
+            if hit is not None:
+                # the structural reading keeps its kind and fields (other analyzers read
+                # them); the signature decides what the line means
+                sig, sf = hit
+                kind0, f0 = res if res is not None else ("signature", {})
+                res, needs_more = (kind0, {**sf, **f0, "sig": sig.id}), False
         used_end = e
         cont_line = None
         if needs_more:
@@ -342,6 +383,9 @@ class TextLogParser:
         if cont_line:
             fields["continued_on_line"] = cont_line
         rank = env.rank if env.rank is not None else file_rank
+        if rank is None and "sig" in fields and str(fields.get("rank", "")).isdigit():
+            rank = int(fields["rank"])  # the message names its rank ("Rank 11: …")
+            fields["rank_from"] = "message"
         if rank is None and env.task is not None:
             rank = env.task
             fields["rank_from"] = "srun_label"
@@ -355,7 +399,8 @@ class TextLogParser:
             rank = fields["work_rank"]
             fields["rank_from"] = "work_prefix"
         host = env.host or fields.get("nccl_host") or fields.get("host")
-        if host is None and " NCCL " in env.message:
+        if host is None and ":" in env.message:
+            # NCCL's "host:pid:tid [dev]" banner (NCCL 2.1-2.3 print WARN without "NCCL")
             mh = NCCL_HOST.match(env.message)
             if mh:
                 host = mh.group("host")

@@ -31,13 +31,23 @@
     function finishedOne() {
       running--;
       pump();
-      if (!running && !queue.length) document.body.dispatchEvent(new Event("artifacts-changed"));
+      if (!running && !queue.length) {
+        // The file table listens to the first, the analysis panel to the second.
+        document.body.dispatchEvent(new Event("artifacts-changed"));
+        document.body.dispatchEvent(new Event("rankscope:uploaded"));
+      }
+    }
+
+    function outcomeText(o) {
+      // "stored (387 bytes, rank log)", not "stored — stored (…)"
+      var msg = (o.message || "").replace(new RegExp("^" + o.status + "\\b\\s*"), "");
+      return o.status + (msg ? " " + msg : "");
     }
 
     function showOutcomes(row, outcomes) {
       var ul = el("ul", "outcomes");
       outcomes.forEach(function (o) {
-        var li = el("li", o.status, o.status + ": " + o.name + (o.message ? " — " + o.message : ""));
+        var li = el("li", o.status, o.name + ": " + outcomeText(o));
         ul.appendChild(li);
       });
       row.appendChild(ul);
@@ -63,12 +73,16 @@
           item.status.textContent = "Refused: over the per-file size limit (" + human(maxBytes) + ").";
           item.row.classList.add("rejected");
         } else if (xhr.status >= 400 || !body) {
-          item.status.textContent = "Upload failed (HTTP " + xhr.status + "). Try again, or use the form without JavaScript.";
-          item.row.classList.add("failed");
+          // Say what the server said; only a reply without a reason gets the generic advice.
+          var said = body && (body.error || (body.outcomes && body.outcomes.length && body.outcomes[0].message));
+          item.status.textContent = said
+            ? "Not stored: " + said
+            : "Upload failed (HTTP " + xhr.status + "). Try again, or use the form without JavaScript.";
+          item.row.classList.add(said ? "rejected" : "failed");
         } else {
           var outs = body.outcomes || [];
           var bad = outs.filter(function (o) { return o.status === "rejected"; }).length;
-          item.status.textContent = outs.length === 1 ? outs[0].status + " — " + outs[0].message
+          item.status.textContent = outs.length === 1 ? outcomeText(outs[0])
             : outs.length + " files (" + (outs.length - bad) + " accepted, " + bad + " rejected)";
           if (outs.length > 1) showOutcomes(item.row, outs);
           if (bad) item.row.classList.add("rejected");

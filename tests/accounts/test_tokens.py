@@ -26,6 +26,11 @@ def test_a_lead_creates_a_token_that_is_shown_once_and_stored_hashed(owner_clien
     assert token.secret_sha256 == hashlib.sha256(secret.encode()).hexdigest()
     assert secret not in str(ApiToken.objects.filter(pk=token.pk).values().get())
     assert "no-store" in response["Cache-Control"] or "max-age=0" in response["Cache-Control"]
+    # ...with the epilog configuration ready to paste: this service's URL and this token.
+    body = response.content.decode()
+    setup = body.split('id="epilog-setup">', 1)[1].split("</pre>", 1)[0]
+    assert "RANKSCOPE_URL=http://testserver\n" in setup
+    assert f"'{text}' &gt; /etc/rankscope/token" in setup
     # Never again: the list page shows the prefix only.
     again = owner_client.get(_tokens_url(team))
     assert secret.encode() not in again.content

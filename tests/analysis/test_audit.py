@@ -15,7 +15,7 @@ from apps.ingest.models import Artifact
 
 
 @pytest.fixture(autouse=True)
-def _setup(monkeypatch):
+def _setup(monkeypatch, empty_broker_queues):
     cache.clear()
     sent: list[tuple] = []
     monkeypatch.setattr(
@@ -122,7 +122,42 @@ def test_artifacts_whose_parse_was_never_enqueued_are_sent_again(
     assert sent
 
 
-def test_the_auditor_runs_every_minute_from_beat(settings):
+def test_the_auditor_runs_from_beat_often_enough_to_resend_lost_work_within_two_minutes(settings):
     entry = settings.CELERY_BEAT_SCHEDULE["analysis-audit"]
     assert entry["task"] == tasks.analysis_audit.name
-    assert entry["schedule"] == 60.0
+    # Lost work is found after the longest "queued"/"quiet" window, then on the next run.
+    longest = max(
+        settings.RANKSCOPE_PARSE_QUEUED_SECONDS,
+        settings.RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS,
+        settings.RANKSCOPE_ANALYSIS_QUEUED_SECONDS,
+        settings.RANKSCOPE_ANALYSIS_STALE_SECONDS,
+        settings.RANKSCOPE_ANALYSIS_SETTLE_SECONDS
+        + settings.RANKSCOPE_ANALYSIS_SETTLE_GRACE_SECONDS,
+    )
+    assert longest + entry["schedule"] <= 120
+
+
+def test_uploads_that_settled_without_an_analysis_get_one_from_the_auditor(
+    transactional_db, incident, django_capture_on_commit_callbacks, settings, _setup
+):
+    """The settle check died with Redis (or its worker): the auditor asks instead."""
+    settings.RANKSCOPE_ANALYSIS_SETTLE_SECONDS = 30
+    settings.RANKSCOPE_ANALYSIS_SETTLE_GRACE_SECONDS = 30
+    art = Artifact.objects.create(incident=incident, parse_status="parsed", storage_key="k")
+    Artifact.objects.filter(pk=art.pk).update(created_at=timezone.now() - timedelta(seconds=20))
+    assert _audit(django_capture_on_commit_callbacks).settled == []  # still settling
+
+    Artifact.objects.filter(pk=art.pk).update(created_at=timezone.now() - timedelta(seconds=90))
+    report = _audit(django_capture_on_commit_callbacks)
+    assert report.settled == [incident.code]
+    run = AnalysisRun.objects.get(incident=incident)
+    assert run.trigger == "auditor" and run.inputs == [art.pk]
+    assert _setup == [(run.pk, run.task_id)]
+    assert _audit(django_capture_on_commit_callbacks).settled == []  # asked once
+
+    # A newer upload that also settled: a second analysis, for the new input set.
+    newer = Artifact.objects.create(incident=incident, parse_status="parsed", storage_key="k2")
+    Artifact.objects.filter(pk=newer.pk).update(created_at=timezone.now() - timedelta(seconds=70))
+    AnalysisRun.objects.filter(pk=run.pk).update(created_at=timezone.now() - timedelta(seconds=80))
+    assert _audit(django_capture_on_commit_callbacks).settled == [incident.code]
+    assert AnalysisRun.objects.filter(incident=incident).count() == 2

@@ -126,6 +126,25 @@ def test_a_settle_window_defers_requests_until_uploads_are_quiet(incident, job, 
     assert run.trigger == "slurm"
 
 
+def test_the_controllers_job_end_lets_the_last_parse_start_the_analysis_at_once(
+    incident, job, monkeypatch, django_capture_on_commit_callbacks
+):
+    from apps.analysis import tasks
+    from apps.api.services import analysis_after_ingest
+
+    monkeypatch.setattr(tasks.analysis_settle, "apply_async", lambda args, countdown: None)
+    Artifact.objects.filter(pk=job[0].pk).update(parse_status="parsing")
+    # the nodes' posts opened a debounce window; the controller says the job is over
+    # while a file is still being parsed
+    assert services.analysis_request(incident=incident, trigger="slurm", settle_seconds=30) is None
+    with django_capture_on_commit_callbacks(execute=True):
+        analysis_after_ingest(incident=incident, job_complete=True)
+    assert not AnalysisRun.objects.exists()
+    # the last parse's fan-in no longer waits out the window
+    Artifact.objects.filter(pk=job[0].pk).update(parse_status="parsed")
+    assert services.analysis_request(incident=incident, trigger="ingest") is not None
+
+
 def test_a_run_stores_findings_the_document_severity_and_a_conclusion(incident, job):
     run = _run(incident)
     assert run.status == RunStatus.SUCCEEDED, run.error

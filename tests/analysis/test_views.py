@@ -47,39 +47,77 @@ def test_outsiders_get_404_on_every_url(incident, job, outsider_client, client):
 def test_an_incident_without_files_shows_the_empty_state(incident, teammate_client):
     response = teammate_client.get(_urls(incident)["panel"], **HTMX)
     assert response.status_code == 200
-    assert "No logs yet — drop them above" in response.content.decode()
+    assert "No logs yet — upload them under “Logs and metrics”" in response.content.decode()
 
 
 def test_the_incident_page_loads_the_panel_itself_with_a_link_fallback(incident, owner_client):
     body = owner_client.get(reverse("incidents:detail", args=[incident.code])).content.decode()
     panel_url = _urls(incident)["panel"]
-    assert f'hx-get="{panel_url}?poll=1"' in body
+    assert f'hx-get="{panel_url}?poll=1&amp;since=' in body
     assert 'hx-trigger="load"' in body
     assert f'href="{panel_url}"' in body
 
 
-def test_progress_polls_while_running_and_stops_with_286_when_done(incident, job, teammate_client):
+def test_progress_polls_while_running_then_the_page_is_told_the_verdict_landed(
+    incident, job, teammate_client
+):
     run = services.analysis_request(incident=incident, trigger="ingest")
     url = _urls(incident)["panel"] + "?poll=1"
     response = teammate_client.get(url, **HTMX)
     body = response.content.decode()
     assert response.status_code == 200
-    assert 'hx-trigger="every 2s"' in body
-    assert "Files parsed 4/4 · analyzers running" in body
+    assert "every 2s" in body
+    assert "All 4 files parsed · analysing" in body
+    seen = response.content.decode().split("seen=", 1)[1].split('"', 1)[0]
+
+    # Nothing moved: 204, htmx keeps what it shows.
+    response = teammate_client.get(f"{url}&seen={seen}", **HTMX)
+    assert response.status_code == 204
 
     services.analysis_execute(run_id=run.pk, task_id=run.task_id)
-    response = teammate_client.get(url, **HTMX)
-    assert response.status_code == 286
+    response = teammate_client.get(f"{url}&seen={seen}", **HTMX)
+    assert response.status_code == 200
     body = response.content.decode()
-    assert "every 2s" not in body
-    assert "OOM" in body
+    assert "every 2s" not in body and "every 15s" in body  # idle: slow poll (API, CLI)
+    # the rest of the page swaps in the verdict, the phases and the charts
+    assert "rankscope:analysed" in response["HX-Trigger-After-Swap"]
+    # on the incident page the findings are not repeated in the panel
+    assert 'class="finding"' not in body
+
+
+def test_files_posted_elsewhere_wake_the_idle_page(incident, job, teammate_client):
+    run = _analysed(incident)
+    url = _urls(incident)["panel"] + "?poll=1"
+    body = teammate_client.get(url, **HTMX).content.decode()
+    seen = body.split("seen=", 1)[1].split('"', 1)[0]
+    # a new file arrives by the API: the next slow poll sees it and refreshes the file table
+    Artifact.objects.create(
+        incident=incident,
+        original_name="rank9.log",
+        display_name="rank9.log",
+        size=1,
+        parse_status="queued",
+    )
+    response = teammate_client.get(f"{url}&seen={seen}", **HTMX)
+    assert response.status_code == 200
+    assert "artifacts-changed" in response["HX-Trigger-After-Swap"]
+    assert "Parsing files: 4/5" in response.content.decode()
+    assert run.pk
+
+
+def test_parsed_files_without_a_run_yet_keep_the_panel_polling(incident, job, teammate_client):
+    # every file parsed, the debounce window still open: the run is coming
+    response = teammate_client.get(_urls(incident)["panel"] + "?poll=1", **HTMX)
+    body = response.content.decode()
+    assert "every 2s" in body
+    assert "the analysis starts in a moment" in body
 
 
 def test_the_panel_keeps_polling_while_files_are_still_parsed(incident, job, teammate_client):
     Artifact.objects.filter(pk=job[0].pk).update(parse_status="parsing")
     response = teammate_client.get(_urls(incident)["panel"] + "?poll=1", **HTMX)
     assert response.status_code == 200
-    assert "Files parsed 3/4" in response.content.decode()
+    assert "Parsing files: 3/4" in response.content.decode()
 
 
 def test_the_summary_ranks_recommendations_and_findings_are_shown(incident, job, owner_client):
@@ -117,7 +155,7 @@ def test_a_failed_run_shows_its_reason(incident, job, owner_client, monkeypatch)
     _analysed(incident)
     response = owner_client.get(_urls(incident)["panel"] + "?poll=1", **HTMX)
     body = response.content.decode()
-    assert response.status_code == 286
+    assert response.status_code == 200
     assert "The analysis failed." in body
     assert "digest of rank 7 is &lt;b&gt;corrupt&lt;/b&gt;" in body
     assert "Re-run analysis" in body
@@ -137,7 +175,7 @@ def test_rerun_button_queues_a_new_run(incident, job, teammate_client):
     first = _analysed(incident)
     response = teammate_client.post(_urls(incident)["rerun"], **HTMX)
     assert response.status_code == 200
-    assert 'hx-trigger="every 2s"' in response.content.decode()
+    assert 'hx-trigger="every 2s,' in response.content.decode()
     latest = AnalysisRun.objects.exclude(pk=first.pk).get()
     assert latest.trigger == "manual" and latest.status == RunStatus.QUEUED
 

@@ -33,23 +33,28 @@ class Site:
         self.tmp = tmp
         self.logs = tmp / "joblogs"
         self.spool = tmp / "spool"
+        self.ctld_spool = tmp / "ctld-spool"
         self.log = tmp / "epilog.log"
         (tmp / "token").write_text(token + "\n")
         self.conf = tmp / "epilog.conf"
         self.write_conf(url, foreground=foreground)
 
-    def write_conf(self, url: str, *, foreground: bool = True, max_time: int = 10) -> None:
+    def write_conf(
+        self, url: str, *, foreground: bool = True, max_time: int = 10, extra: str = ""
+    ) -> None:
         self.conf.write_text(
             f"RANKSCOPE_URL={url}\n"
             f"RANKSCOPE_TOKEN_FILE={self.tmp / 'token'}\n"
             f"RANKSCOPE_LOG_DIRS='{self.logs}/%j'\n"
             f"RANKSCOPE_SPOOL_DIR={self.spool}\n"
+            f"RANKSCOPE_CTLD_SPOOL_DIR={self.ctld_spool}\n"
             f"RANKSCOPE_EPILOG_LOG={self.log}\n"
             f"RANKSCOPE_EPILOG_FOREGROUND={1 if foreground else 0}\n"
             "RANKSCOPE_EPILOG_MAX_JITTER=0\n"
             f"RANKSCOPE_MAX_TIME={max_time}\n"
             "RANKSCOPE_RETRIES=1\n"
             "RANKSCOPE_COLLECT_DMESG=0\n"
+            "RANKSCOPE_RETRY_MAX_SECONDS=4\n" + extra
         )
 
     def job_logs(self, job_id: str, files: dict[str, bytes]) -> None:
@@ -159,14 +164,22 @@ def test_with_the_service_down_both_epilogs_exit_0_within_their_bound_and_keep_t
     code, elapsed = site.run(CTLD_EPILOG, site.env("8180"))
     assert code == 0 and elapsed < 20
     assert len(list(site.spool.iterdir())) == 1, "unsent evidence stays spooled"
+    assert len(list(site.ctld_spool.iterdir())) == 1, "so does the unsent job record"
 
-    # The service is back: the next job's epilog on this node also sends the old spool.
+    # The service is back: the next job's epilog on this node also sends the old spool,
+    # and the next job's controller epilog the old job record.
     site.write_conf(live_server.url)
     site.job_logs("8181", {"rank_0.log": b"[rank0]: next job\n"})
     code, _ = site.run(NODE_EPILOG, site.env("8181", SLURMD_NODENAME="node001"))
     assert code == 0
     assert Incident.objects.filter(team=team, job_id__in=["8180", "8181"]).count() == 2
     assert not any(site.spool.iterdir())
+    code, _ = site.run(CTLD_EPILOG, site.env("8181"))
+    assert code == 0
+    assert not any(site.ctld_spool.iterdir())
+    for job in ("8180", "8181"):
+        incident = Incident.objects.get(team=team, job_id=job)
+        assert incident.artifacts.filter(display_name=f"slurm-job-{job}.json").exists()
 
 
 def test_a_hung_service_does_not_hold_the_node_the_sender_is_detached(tmp_path, token):

@@ -97,7 +97,7 @@ def test_the_controller_record_is_stored_once_and_says_the_job_is_over(ingester)
     incident = Incident.objects.get(code=first.json()["incident"])
     assert "llama-70b" in incident.title
     artifact = incident.artifacts.get()
-    assert artifact.display_name == "slurm-job-99.json"
+    assert (artifact.display_name, artifact.kind) == ("slurm-job-99.json", "slurm_job")
     # slurmctld restarted and ran the epilog again: same bytes, nothing new.
     again = _post(ingester, **fields)
     assert again.status_code == 200

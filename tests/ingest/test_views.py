@@ -167,3 +167,52 @@ def test_the_evidence_url_tag_links_a_display_name_to_its_line(incident, owner):
         "{% load evidence %}{% evidence_url incident f 12 %}|{% evidence_url incident 'nope' 1 %}"
     ).render(Context({"incident": incident, "f": "logs/rank_3.log"}))
     assert out == f"/incidents/{incident.code}/artifacts/{a.code}/?line=12#L12|"
+
+
+def test_the_evidence_viewer_filters_a_file_that_mixes_ranks(owner_client, incident, owner):
+    lines = []
+    for i in range(40):
+        r = i % 8
+        lines.append(f"[rank{r}]:[2026-01-10 02:47:{i:02d}] step {i} on rank {r}\n")
+        if r == 5:
+            lines.append("Traceback (most recent call last): continues rank 5\n")
+    a = services.artifact_upload(
+        incident=incident, fileobj=io.BytesIO("".join(lines).encode()), name="all.log", actor=owner
+    )[0].artifact
+    services.artifact_parse(artifact_id=a.pk)
+    url = reverse("ingest:view", args=[incident.code, a.code])
+    html = owner_client.get(url).content.decode()
+    assert 'id="rank-filter"' in html  # offered: the file holds 8 ranks
+    html = owner_client.get(url + "?rank=5").content.decode()
+    assert "on rank 5" in html and "continues rank 5" in html  # untagged lines follow
+    assert "on rank 4" not in html and "on rank 6" not in html
+    assert "Rank 5: 10 lines" in html
+    html = owner_client.get(url + "?rank=five").content.decode()
+    assert "is not a rank number" in html
+
+
+def test_an_empty_file_and_a_corrupt_archive_say_what_is_wrong(owner_client, incident):
+    url = reverse("ingest:upload", args=[incident.code])
+    resp = owner_client.post(
+        url, {"files": _file("rank_0.log", b"")}, HTTP_ACCEPT="application/json"
+    )
+    (out,) = resp.json()["outcomes"]
+    assert out["status"] == "rejected" and "empty file (0 bytes)" in out["message"]
+    resp = owner_client.post(
+        url, {"files": _file("job.tar.gz", bytes(range(256)) * 8)}, HTTP_ACCEPT="application/json"
+    )
+    (out,) = resp.json()["outcomes"]
+    assert "not a readable archive" in out["message"] and "binary" not in out["message"]
+
+
+def test_a_metrics_file_with_an_unreadable_column_is_not_a_green_parsed(
+    owner_client, incident, owner
+):
+    csv = b"step,rank,loss,step_time\n1,0,2.1,abc\n2,0,2.0,xyz\n"
+    a = services.artifact_upload(
+        incident=incident, fileobj=io.BytesIO(csv), name="metrics.csv", actor=owner
+    )[0].artifact
+    services.artifact_parse(artifact_id=a.pk)
+    html = owner_client.get(reverse("ingest:list", args=[incident.code])).content.decode()
+    assert '<span class="badge warn">Parsed, 1 warning</span>' in html
+    assert "step_time" in html  # the warning itself says which column

@@ -354,3 +354,64 @@ def test_an_unknown_action_priority_or_kind_is_refused_and_nothing_changes(owner
     assert resp.status_code == 422
     item.refresh_from_db()
     assert item.priority == "p2"
+
+
+def test_a_why_level_and_a_factor_can_be_edited_confirmed_and_removed(owner_client, incident):
+    from apps.investigation.models import ContributingFactor, WhyChain, WhyStep
+
+    chain = WhyChain.objects.create(incident=incident, title="Job crashed")
+    WhyStep.objects.create(chain=chain, order=1, why="Why did it crash?", answer="OOM on rank 5")
+    draft = WhyStep.objects.create(
+        chain=chain,
+        order=2,
+        why="Why did that happen: rank 5 ran out of memory?",
+        answer="The memory budget was not checked (draft: confirm or edit)",
+    )
+    WhyStep.objects.create(chain=chain, order=3, why="Why?", answer="No review")
+    factor = ContributingFactor.objects.create(incident=incident, text="Noisy retries")
+    url = f"/incidents/{incident.code}/investigation/whys/{chain.code}/steps/{draft.pk}/"
+    page = owner_client.get(f"/incidents/{incident.code}/").content.decode()
+    assert "draft: confirm or edit</span>" in page and f'action="{url}"' in page
+
+    # Saving the level confirms it: the draft mark is gone.
+    r = owner_client.post(
+        url, {"why": draft.why, "answer": "Budget not checked"}, HTTP_HX_REQUEST="true"
+    )
+    assert r.status_code == 200
+    draft.refresh_from_db()
+    assert draft.answer == "Budget not checked"
+    # Removing the first level moves the others up.
+    first = chain.steps.get(order=1)
+    owner_client.post(
+        f"/incidents/{incident.code}/investigation/whys/{chain.code}/steps/{first.pk}/",
+        {"action": "remove"},
+    )
+    assert list(chain.steps.values_list("order", "answer")) == [
+        (1, "Budget not checked"),
+        (2, "No review"),
+    ]
+    owner_client.post(
+        f"/incidents/{incident.code}/investigation/factors/{factor.pk}/", {"action": "remove"}
+    )
+    assert not ContributingFactor.objects.filter(pk=factor.pk).exists()
+
+
+def test_an_evidence_reference_that_names_no_uploaded_file_is_flagged(owner_client, incident):
+    from apps.ingest.models import Artifact
+
+    Artifact.objects.create(
+        incident=incident,
+        original_name="job.tar.gz",
+        display_name="job.tar.gz/logs/rank_5.log",
+        size=1,
+        parse_status="parsed",
+    )
+    owner_client.post(
+        f"/incidents/{incident.code}/investigation/hypotheses/",
+        {"title": "OOM on rank 5", "evidence": "rank_5.log:73 the OOM\nrank_9.log:1 typo"},
+    )
+    page = owner_client.get(f"/incidents/{incident.code}/").content.decode()
+    hyp = page.split('id="section-hypotheses"', 1)[1]
+    # the file's own name resolves to the archive member; the unknown one is flagged
+    assert "?line=73#L73" in hyp
+    assert hyp.count("not among the uploaded files") == 1

@@ -156,3 +156,64 @@ def test_a_bare_incident_still_renders_every_section(team, owner):
     assert "No analysis had run when this was drafted" in text
     assert PostMortem.objects.get(pk=pm.pk).cost_usd is not None  # $/GPU-hour known, zero hours
     assert Incident.objects.filter(pk=incident.pk).exists()
+
+
+def test_evidence_links_to_the_viewer_at_its_line_and_times_are_to_the_second(rich_incident, owner):
+    from apps.ingest.models import Artifact
+    from apps.investigation.models import WhyChain, WhyStep
+
+    # The file came out of an archive; the analysis and people cite it by its own name.
+    artifact = Artifact.objects.create(
+        incident=rich_incident,
+        original_name="logs.tar.gz",
+        display_name="logs.tar.gz/switch-04.log",
+        size=10,
+        parse_status="parsed",
+    )
+    chain = WhyChain.objects.create(incident=rich_incident, title="Slow AllReduce")
+    WhyStep.objects.create(chain=chain, order=1, why="Why was it slow?", answer="CRC errors")
+    pm = services.postmortem_draft_create(incident=rich_incident, actor=owner)
+    text = services.postmortem_render_markdown(postmortem=pm, base_url="https://rs.example/")
+
+    url = (
+        f"https://rs.example/incidents/{rich_incident.code}/artifacts/{artifact.code}/?line=17#L17"
+    )
+    assert f"[switch-04.log:17](<{url}>)" in text
+    # a reference to a file that was never uploaded stays plain text, not a dead link
+    assert "rank-72.log:8812 `allreduce" in text and "(<https://rs.example/None" not in text
+    # times to the second, never microsecond ISO strings
+    assert "2026-03-09 02:40:00" in text
+    assert not re.search(r"\d{2}:\d{2}:\d{2}\.\d{3,}", text)
+    assert not re.search(r"\|\s*\d{4}-\d{2}-\d{2}T\d{2}:", text)
+    # a Why written as a question does not get a second "Why?"
+    assert "1. Why was it slow? → CRC errors" in text
+    assert "Why? Why" not in text
+
+
+def test_the_verification_table_has_the_columns_of_the_page(rich_incident, owner):
+    pm = services.postmortem_draft_create(incident=rich_incident, actor=owner)
+    text = services.postmortem_render_markdown(postmortem=pm)
+    section = text.split("## Fix and verification", 1)[1].split("## Action items", 1)[0]
+    assert "Verification at" in section
+    assert "| Metric | Baseline | After fix | Change | Outcome |" in section
+    # throughput 141750 → 139200 on average: -1.8 %
+    assert "| throughput | 142000, 141500 | 139000, 139400 | -1.8 % |" in section
+
+
+def test_a_crash_prefills_gpus_and_impact_start_from_the_logs(team, owner):
+    doc = triage_doc(shape="crash", category="OOM")
+    doc["job"]["world_size"] = 8
+    doc["metrics"] = {}  # no throughput: the waste fraction comes from the shape
+    incident = make_incident(team, owner, title="8-GPU crash", doc=doc)
+    pm = services.postmortem_draft_create(incident=incident, actor=owner)
+    assert pm.cost_inputs["gpu_count"] == 8  # one GPU per rank, from the logs
+    started = pm.snapshot["durations"]["milestones"][0]
+    assert started["key"] == "started" and started["source"] == "from the logs"
+    assert started["at"].startswith("2026-03-09T02:40:00")  # the chain's trigger
+    text = services.postmortem_render_markdown(postmortem=pm)
+    assert "| Impact started (from the logs) | 2026-03-09 02:40:00 UTC |" in text
+    assert "| GPUs | 8 | from the logs |" in text
+    assert "— from the logs" in text  # the crash's waste fraction was not typed by anyone
+    assert (
+        "Cost if undetected for the rest" not in text
+    )  # a crashed job does not keep burning GPUs unseen

@@ -5,7 +5,7 @@ from apps.incidents.models import IncidentEvent
 from apps.postmortems import services
 from apps.postmortems.models import PostMortem, ReviewComment, Status
 
-from .conftest import make_incident, triage_doc
+from .conftest import complete_narrative, make_incident, triage_doc
 
 pytestmark = pytest.mark.django_db
 
@@ -150,6 +150,13 @@ def test_a_teammate_cannot_approve_through_the_page_but_a_lead_can(
     pm.refresh_from_db()
     assert pm.status == Status.IN_REVIEW
     owner_client.post(url, {"status": "approved"})
+    # Publishing with empty sections is refused, with the list of what is missing.
+    page = owner_client.post(url, {"status": "published"}, follow=True).content.decode()
+    pm.refresh_from_db()
+    assert pm.status == Status.APPROVED
+    assert "Not published yet" in page and "Detection is empty" in page
+    complete_narrative(pm, pm.owner)  # an edit sends it back to review
+    owner_client.post(url, {"status": "approved"})
     owner_client.post(url, {"status": "published"})
     pm.refresh_from_db()
     assert pm.status == Status.PUBLISHED
@@ -199,7 +206,9 @@ def test_markdown_downloads_as_an_attachment(owner_client, pm):
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/markdown")
     assert f'filename="postmortem-{pm.code}.md"' in response["Content-Disposition"]
-    assert response.content.decode() == services.postmortem_render_markdown(postmortem=pm)
+    assert response.content.decode() == services.postmortem_render_markdown(
+        postmortem=pm, base_url="http://testserver/"
+    )
 
 
 def test_full_text_search_finds_words_in_the_snapshot_and_ranks_by_title(owner_client, team, owner):

@@ -8,6 +8,8 @@ from apps.postmortems import services
 from apps.postmortems.models import Approval, PostMortem, Status
 from apps.postmortems.selectors import postmortem_latest_for_incident
 
+from .conftest import complete_narrative
+
 pytestmark = pytest.mark.django_db
 
 
@@ -88,6 +90,7 @@ def test_review_goes_draft_review_approved_published_with_every_step_on_the_time
     services.postmortem_comment_add(
         postmortem=pm, actor=teammate, section="cost", body="Downtime looks short"
     )
+    pm = complete_narrative(pm, teammate)
     pm = services.postmortem_transition(
         postmortem=pm, to_status=Status.APPROVED, actor=owner, note="LGTM"
     )
@@ -103,6 +106,7 @@ def test_review_goes_draft_review_approved_published_with_every_step_on_the_time
         "postmortem.drafted",
         "postmortem.status",
         "postmortem.comment",
+        "postmortem.edited",  # the reviewer wrote the sections publishing requires
         "postmortem.status",
         "postmortem.status",
     ]
@@ -151,7 +155,9 @@ def test_edits_keep_revisions_and_an_approved_text_goes_back_to_review(rich_inci
 
 
 def test_a_published_postmortem_keeps_its_revisions_when_edited(rich_incident, owner):
-    pm = services.postmortem_draft_create(incident=rich_incident, actor=owner)
+    pm = complete_narrative(
+        services.postmortem_draft_create(incident=rich_incident, actor=owner), owner
+    )
     for status in [Status.IN_REVIEW, Status.APPROVED, Status.PUBLISHED]:
         pm = services.postmortem_transition(postmortem=pm, to_status=status, actor=owner)
     published_text = pm.lessons

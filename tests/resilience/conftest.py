@@ -188,7 +188,7 @@ def redis_server() -> Iterator[RedisServer]:
 
 
 @pytest.fixture(autouse=True)
-def _clean_cache() -> None:
+def _clean_cache(empty_broker_queues) -> None:
     cache.clear()
 
 

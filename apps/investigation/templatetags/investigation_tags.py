@@ -45,3 +45,18 @@ def lookup(mapping: Any, key: Any) -> Any:
         return mapping.get(key)
     except AttributeError:
         return None
+
+
+@register.filter
+def to_second(value: Any) -> str:
+    """A stored time (ISO text or datetime) to the second, with its zone when it has one."""
+    from apps.postmortems.markdown import format_time
+
+    return format_time(value)
+
+
+@register.filter
+def why_question(value: Any) -> str:
+    """A Why level's question with one "Why" in front."""
+    text = str(value or "").strip()
+    return text if text.lower().startswith("why") else f"Why? {text}"

@@ -1,0 +1,962 @@
+"""Decomposition of a slowdown: which ranks and hosts, which part of the step, from when.
+
+Reads every per-step metrics table (uploaded CSV/JSON lines/Parquet, or the iteration
+lines of a log) and every GPU telemetry series (DCGM, nvidia-smi, W&B system metrics).
+
+1. **Onset.** The job's step time per step (median across ranks; the inverse of the
+   throughput when only that is given) is split at the single change point that best
+   separates two levels (the largest |mean difference| x sqrt(n₁n₂/n)); the later level
+   must be ``Options.throughput_drop`` (20 %) above the earlier one. Without an onset the
+   run is compared rank against rank over its last third.
+2. **Which part grew.** Per rank, the median of each part of the step (compute, comm,
+   data wait) after the onset against before it. A part *rose* on a rank when it grew
+   ``Options.comm_ratio`` (1.5x) and by at least 10 % of the job's earlier step time.
+3. **Attribution**, in this order (a rank slow in its own work makes every other rank
+   wait in the next collective, so compute and data are looked at before communication):
+   - compute rose on a minority of ranks → HARDWARE when that GPU's telemetry shows its
+     SM clock down (≤ 90 % of its own earlier clock or of its peers'), its temperature at
+     the slowdown limit (≥ 85 °C or 10 °C above its peers), power at its limit (≥ 95 %) or a
+     thermal/power throttle reason; without telemetry the category stays UNKNOWN and the
+     ranks and hosts are still named;
+   - data wait rose on a minority of ranks → DATA (STORAGE_IO when those ranks' logs show
+     storage errors);
+   - communication rose on a minority of hosts while their compute stayed within 15 % →
+     NETWORK on those hosts (and the switch or rack they share when a topology map was
+     uploaded); on (nearly) every host → NETWORK for the whole job, no host named;
+   - data wait rose everywhere → DATA/STORAGE_IO for the job (shared storage).
+4. **Straggler scores** (as NVRx computes them): per rank, the peers' median time ÷ the
+   rank's own, over the window after the onset (else the last third), on the rank's own
+   work (compute + data wait; communication includes waiting for others) or the step time
+   when that is all there is. An uploaded NVRx report (``straggler_score`` column) wins.
+   1.0 = typical, 0.5 = twice as slow. Written to ``localization.straggler_scores``.
+
+Declared output (``ctx.facts["metrics"]["slowdown"]``, also ``doc["localization"]["slowdown"]``
+without the finding): ``category``, ``part`` (compute|comm|data|step), ``ranks``,
+``hosts``, ``gpus`` ([{host, gpu}]), ``switches``, ``factor``, ``onset_step``,
+``onset_time``, ``confidence``, ``label``, ``finding`` (the finding dict). The verdict
+reads it for a ``slow`` shape.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..model import Event
+from . import Context, register_analyzer
+from ._rc import metrics_files, row_event
+
+PARTS = ("compute_time", "comm_time", "data_time")
+PART_NAME = {"compute_time": "compute", "comm_time": "comm", "data_time": "data wait"}
+TELEMETRY = ("gpu_temp", "sm_clock", "power", "power_limit", "throttle")
+THERMAL_BITS = 0x08 | 0x20 | 0x40
+POWER_BITS = 0x04 | 0x80
+HOT_C = 85.0
+MIN_SHARE = 0.10  # a part must grow by this share of the earlier step time to count
+
+
+@dataclass
+class Frame:
+    """All metric rows of the job as flat arrays; ``src`` (file index, row) for evidence."""
+
+    files: list[tuple[str, Any]] = field(default_factory=list)
+    cols: dict[str, np.ndarray] = field(default_factory=dict)
+    file_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    def has(self, name: str) -> bool:
+        v = self.cols.get(name)
+        return v is not None and v.dtype.kind == "f" and bool(np.isfinite(v).any())
+
+    def event(self, i: int, kind: str, cols: list[str], **fields: Any) -> Event:
+        name, table = self.files[int(self.file_idx[i])]
+        return row_event(name, table, int(self.row[i]), kind, cols, **fields)
+
+
+def build_frame(ctx: Context) -> Frame:
+    fr = Frame()
+    num = ("step", "rank", "gpu", "step_time", "throughput", *PARTS, *TELEMETRY, "straggler_score")
+    acc: dict[str, list[np.ndarray]] = {c: [] for c in (*num, "host", "time")}
+    fidx, rows = [], []
+    for name, m in metrics_files(ctx):
+        t = m.table
+        n = t.num_rows
+        fr.files.append((name, m))
+        for c in num:
+            if c in t.column_names:
+                acc[c].append(t.column(c).to_numpy(zero_copy_only=False).astype(float))
+            else:
+                acc[c].append(np.full(n, np.nan))
+        for c in ("host", "time"):
+            if c in t.column_names:
+                acc[c].append(np.array(t.column(c).to_pylist(), dtype=object))
+            else:
+                acc[c].append(np.full(n, None, dtype=object))
+        fidx.append(np.full(n, len(fr.files) - 1, np.int64))
+        rows.append(np.arange(n, dtype=np.int64))
+    if not fr.files:
+        return fr
+    fr.cols = {c: np.concatenate(v) for c, v in acc.items()}
+    fr.file_idx, fr.row = np.concatenate(fidx), np.concatenate(rows)
+    _fill_places(ctx, fr)
+    return fr
+
+
+def _fill_places(ctx: Context, fr: Frame) -> None:
+    """Host of a rank from the logs; rank of a (host, GPU) telemetry row from the ranks
+    the logs put on that host (local rank = GPU index, the launchers' default binding)."""
+    rank_host: dict[int, str] = ctx.facts.get("rank_host", {}) or {}
+    host, rank, gpu = fr.cols["host"], fr.cols["rank"], fr.cols["gpu"]
+    for i in np.flatnonzero([h is None for h in host]):
+        r = rank[i]
+        if not math.isnan(r):
+            host[i] = rank_host.get(int(r))
+    on_host: dict[str, list[int]] = {}
+    for r, h in sorted(rank_host.items()):
+        on_host.setdefault(h, []).append(r)
+    # per-rank metrics that carry host and rank teach the same mapping
+    ok = ~np.isnan(rank)
+    for r, h in zip(rank[ok], host[ok], strict=True):
+        if h and int(r) not in rank_host:
+            on_host.setdefault(h, []).append(int(r))
+            rank_host[int(r)] = h
+    for v in on_host.values():
+        v.sort()
+    # the GPU each rank drives: NCCL's nvmlDev where the logs print it, else the local
+    # index in the usual block placement (rank % GPUs per node), else its position on the host
+    nvml: dict[int, int] = {}
+    for res in ctx.results:
+        for proc, attrs in (res.facts.get("banners") or {}).items():
+            if proc.isdigit() and "_gpu" in attrs:
+                nvml.setdefault(int(proc), int(attrs["_gpu"][0]))
+    tele = ~np.isnan(gpu) & np.isnan(rank)
+    per_node = int(np.nanmax(gpu[tele])) + 1 if tele.any() else 0
+    local: dict[int, tuple[str, int]] = {}
+    for h, rs in on_host.items():
+        block = per_node and len({r // per_node for r in rs}) == 1
+        for i, r in enumerate(rs):
+            g = nvml.get(r)
+            if g is None:
+                g = r % per_node if block else i
+            local[r] = (h, g)
+    by_place = {(h, g): r for r, (h, g) in local.items()}
+    for i in np.flatnonzero(tele):
+        r = by_place.get((host[i], int(gpu[i])))
+        if r is not None:
+            rank[i] = r
+    for i in np.flatnonzero(np.isnan(gpu) & ~np.isnan(rank)):
+        got = local.get(int(rank[i]))
+        if got:
+            gpu[i] = got[1]
+
+
+def _group_median(keys: np.ndarray, values: np.ndarray, q: float = 50) -> dict[int, float]:
+    ok = np.isfinite(values) & np.isfinite(keys)
+    k, v = keys[ok].astype(np.int64), values[ok]
+    if k.size == 0:
+        return {}
+    order = np.argsort(k, kind="stable")
+    k, v = k[order], v[order]
+    bounds = np.flatnonzero(np.diff(k)) + 1
+    return {
+        int(kk[0]): float(np.percentile(vv, q))
+        for kk, vv in zip(np.split(k, bounds), np.split(v, bounds), strict=True)
+    }
+
+
+def change_point(y: np.ndarray) -> tuple[int, float, float] | None:
+    """(index, level before, level after) of the single best split of ``y``, or None."""
+    n = y.size
+    if n < 12:
+        return None
+    lo = max(3, n // 20)
+    c = np.cumsum(np.concatenate(([0.0], y)))
+    k = np.arange(lo, n - lo + 1)
+    if k.size == 0:
+        return None
+    m1 = c[k] / k
+    m2 = (c[n] - c[k]) / (n - k)
+    score = np.abs(m2 - m1) * np.sqrt(k * (n - k) / n)
+    best = int(k[int(np.argmax(score))])
+    before, after = float(np.median(y[:best])), float(np.median(y[best:]))
+    # a ramp (a GPU heating up) splits in its middle: the slowdown began where the
+    # values first left the earlier level for good
+    rising = (
+        (y > before + 0.25 * (after - before))
+        if after > before
+        else (y < before + 0.15 * (after - before))
+    )
+    start = best
+    while start > lo and rising[start - 1]:
+        start -= 1
+    return start, before, after
+
+
+class SlowdownAnalyzer:
+    name = "slowdown"
+    phase = "localization"
+    order = 52
+
+    def run(self, ctx: Context) -> None:
+        self._columns(ctx)
+        fr = build_frame(ctx)
+        if not fr.files:
+            return
+        met = ctx.facts.setdefault("metrics", {})
+        step = fr.cols["step"]
+        level = self._level(fr)
+        onset = None
+        if level is not None:
+            ks = np.array(sorted(level))
+            ys = np.array([level[k] for k in ks])
+            skip = max(1, int(0.05 * ks.size))
+            ks, ys = ks[skip:], ys[skip:]
+            cp = change_point(ys)
+            if cp is not None:
+                i, before, after = cp
+                grew = after / before if before > 0 else 1.0
+                tail = ys[i:]
+                sustained = np.mean(tail > (before + after) / 2) >= 0.6
+                if grew >= 1 + ctx.options.throughput_drop and sustained:
+                    onset = {"step": int(ks[i]), "before": before, "after": after, "factor": grew}
+        after = np.zeros(step.size, bool)
+        before = np.zeros(step.size, bool)
+        if onset is not None:
+            after = step >= onset["step"]
+            before = (step < onset["step"]) & np.isfinite(step)
+            if np.isfinite(step).any():
+                first = np.nanmin(step)
+                warm = first + 0.05 * (onset["step"] - first)
+                before &= step >= warm
+            onset["time"] = self._time_at(fr, onset["step"])
+            met["slowdown_onset"] = {k: onset[k] for k in ("step", "time", "factor")}
+        elif np.isfinite(step).any():
+            after = step >= np.nanquantile(step, 2 / 3)
+        self._scores(ctx, fr, after, onset)
+        if onset is None:
+            self._telemetry_only(ctx, fr)
+            return
+        verdict = self._attribute(ctx, fr, before, after, onset) or self._whole_step(
+            ctx, fr, before, after, onset
+        )
+        if verdict is not None:
+            met["slowdown"] = verdict
+            ctx.doc["localization"]["slowdown"] = {
+                k: v for k, v in verdict.items() if k != "finding"
+            }
+
+    def _columns(self, ctx: Context) -> None:
+        """Per metrics file: which column fed which measure, and the columns nothing placed."""
+        files = []
+        for r in ctx.results:
+            if r.metrics is None:
+                continue
+            placed = r.facts.get("metrics_placed") or {
+                c: r.facts.get("metrics_source", "") for c in r.metrics.columns if c != "line"
+            }
+            files.append(
+                {
+                    "file": r.name,
+                    "source": r.facts.get("metrics_source") or r.kind,
+                    "rows": len(r.metrics),
+                    "placed": {k: v for k, v in placed.items() if k != "line"},
+                    "unplaced": list(r.facts.get("metrics_unplaced") or []),
+                }
+            )
+        if files:
+            ctx.doc.setdefault("metrics", {})["files"] = files
+
+    # -- the job's step-time level per step ----------------------------------------
+    def _level(self, fr: Frame) -> dict[int, float] | None:
+        """The job's step time per step from the source that covers the most steps: the
+        step time as logged (median across ranks), the sum of the parts (the slowest rank:
+        a synchronous step lasts as long as it), or the inverse of the throughput."""
+        step = fr.cols["step"]
+        cands: list[dict[int, float]] = []
+        if fr.has("step_time"):
+            cands.append(_group_median(step, fr.cols["step_time"]))
+        if all(fr.has(p) for p in ("compute_time", "comm_time")):
+            y = np.nansum([fr.cols[p] for p in PARTS if fr.has(p)], axis=0)
+            y[~np.isfinite(fr.cols["compute_time"])] = np.nan
+            cands.append(_group_median(step, y, 100.0))
+        if fr.has("throughput"):
+            tp = fr.cols["throughput"]
+            y = np.where(tp > 0, 1.0 / np.where(tp > 0, tp, 1), np.nan)
+            cands.append(_group_median(step, y))
+        cands = [c for c in cands if len(c) >= 12]
+        return max(cands, key=len) if cands else None
+
+    def _time_at(self, fr: Frame, step: int) -> str | None:
+        idx = np.flatnonzero(fr.cols["step"] == step)
+        times = sorted(t for t in fr.cols["time"][idx] if t)
+        return times[len(times) // 2] if times else None
+
+    # -- straggler scores ------------------------------------------------------------
+    def _scores(
+        self, ctx: Context, fr: Frame, window: np.ndarray, onset: dict[str, Any] | None
+    ) -> None:
+        rank = fr.cols["rank"]
+        source = None
+        if fr.has("straggler_score"):
+            per = _group_median(
+                rank,
+                np.where(window | np.isnan(fr.cols["step"]), fr.cols["straggler_score"], np.nan),
+            )
+            scores = {r: v for r, v in per.items()}
+            source = "uploaded straggler report"
+        else:
+            own = [p for p in ("compute_time", "data_time") if fr.has(p)]
+            if own:
+                y = np.nansum([fr.cols[p] for p in own], axis=0)
+                y[~np.isfinite(fr.cols[own[0]])] = np.nan
+                source = " + ".join(PART_NAME[p] for p in own) + " time"
+            elif fr.has("step_time"):
+                y, source = fr.cols["step_time"], "step time"
+            else:
+                return
+            per = _group_median(rank, np.where(window, y, np.nan))
+            if len(per) < 2:
+                return
+            med = float(np.median(list(per.values())))
+            scores = {r: (med / v if v > 0 else 1.0) for r, v in per.items()}
+        if not scores:
+            return
+        loc = ctx.doc["localization"]
+        loc["straggler_scores"] = {
+            str(r): round(min(s, 9.99), 3) for r, s in sorted(scores.items())
+        }
+        loc["straggler_score_source"] = source
+        ctx.facts.setdefault("metrics", {})["straggler_scores"] = scores
+        slow = sorted(r for r, s in scores.items() if s < ctx.options.straggler_score)
+        if slow and len(slow) <= max(1, len(scores) // 4):
+            loc["straggler_ranks"] = sorted(set(loc["straggler_ranks"]) | set(slow))
+
+    # -- attribution ------------------------------------------------------------------
+    def _attribute(
+        self,
+        ctx: Context,
+        fr: Frame,
+        before: np.ndarray,
+        after: np.ndarray,
+        onset: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        host = fr.cols["host"]
+        # rows without a rank (one process's own metrics) are one series of their own
+        rank = np.where(np.isfinite(fr.cols["rank"]), fr.cols["rank"], -1.0)
+        base_step = onset["before"]
+        rose: dict[str, dict[int, tuple[float, float]]] = {}
+        for p in PARTS:
+            if not fr.has(p):
+                continue
+            b = _group_median(rank, np.where(before, fr.cols[p], np.nan))
+            a = _group_median(rank, np.where(after, fr.cols[p], np.nan))
+            rose[p] = {
+                r: (b[r], a[r])
+                for r in a
+                if r in b
+                and a[r] >= ctx.options.comm_ratio * max(b[r], 1e-9)
+                and a[r] - b[r] >= MIN_SHARE * base_step
+            }
+        ranks_all = sorted({int(r) for r in rank[before | after]})
+        n = max(1, len(ranks_all))
+        rank_host = {int(r): h for r, h in zip(rank, host, strict=True) if h and r == r}
+
+        def hosts_of(rs: list[int]) -> list[str]:
+            return sorted({rank_host[r] for r in rs if r in rank_host})
+
+        for p, cat in (("compute_time", "HARDWARE"), ("data_time", "DATA")):
+            rs = sorted(rose.get(p, {}))
+            if rs and len(rs) <= max(1, n // 2 - (1 if n % 2 == 0 else 0)) and len(rs) < n:
+                return self._local(ctx, fr, p, cat, rs, rose[p], hosts_of(rs), before, after, onset)
+        comm = rose.get("comm_time") or {}
+        quiet = [r for r in ranks_all if r not in comm]
+        if comm and 0 < len(quiet) <= max(1, n // 8) and len(comm) >= n // 2:
+            # every rank but a few waits longer in the collective: the few are what they wait for
+            return self._waited_for(ctx, fr, quiet, comm, hosts_of(quiet), before, after, onset)
+        if comm:
+            return self._network(ctx, fr, rose, before, after, onset, rank_host, ranks_all)
+        if len(rose.get("compute_time", {})) >= max(1, n // 2):
+            # compute grew on (nearly) every rank: the model, the input sizes, or every GPU
+            signs = self._gpu_signs(ctx, fr, ranks_all, before, after, onset)
+            hot = len(signs) >= max(1, n // 2)
+            return self._finish(
+                ctx,
+                fr,
+                category="HARDWARE" if hot else "UNKNOWN",
+                part="compute_time",
+                ranks=[],
+                hosts=[],
+                changes=rose["compute_time"],
+                onset=onset,
+                before=before,
+                after=after,
+                confidence=0.6 if hot else 0.45,
+                why=(
+                    "the GPUs' telemetry shows them throttled together (cooling or power of the whole room or rack)"
+                    if hot
+                    else "compute grew on every rank alike: a change in the model, the sequence lengths or "
+                    "the batch, or something every node shares — not one rank or host"
+                ),
+            )
+        if "data_time" in rose and len(rose["data_time"]) >= n // 2:
+            rs = sorted(rose["data_time"])
+            return self._finish(
+                ctx,
+                fr,
+                category=self._storage_or_data(ctx, rs),
+                part="data_time",
+                ranks=[],
+                hosts=[],
+                changes=rose["data_time"],
+                onset=onset,
+                before=before,
+                after=after,
+                confidence=0.6,
+                why="data wait rose on every rank: the shared input path (storage, preprocessing) slowed down",
+            )
+        return None
+
+    def _waited_for(
+        self,
+        ctx: Context,
+        fr: Frame,
+        ranks: list[int],
+        comm: dict[int, tuple[float, float]],
+        hosts: list[str],
+        before: np.ndarray,
+        after: np.ndarray,
+        onset: dict[str, Any],
+    ) -> dict[str, Any]:
+        signs = self._gpu_signs(ctx, fr, ranks, before, after, onset)
+        gpus = [{"host": g["host"], "gpu": g["gpu"], "rank": g["rank"]} for g in signs]
+        why = (
+            "the other ranks' collective time grew while theirs did not: they waited for these ranks"
+            + (" (" + "; ".join(g["why"] for g in signs[:3]) + ")" if signs else "")
+            + (
+                ""
+                if signs
+                else "; their own compute and data times are not in the metrics, so which part of their step grew is not known"
+            )
+        )
+        return self._finish(
+            ctx,
+            fr,
+            category="HARDWARE" if signs else "UNKNOWN",
+            part="comm_time",
+            ranks=ranks,
+            hosts=hosts,
+            changes=comm,
+            onset=onset,
+            before=before,
+            after=after,
+            confidence=0.75 if signs else 0.6,
+            why=why,
+            gpus=gpus,
+            waited_for=True,
+            extra_ev=[g["event"] for g in signs if g.get("event") is not None],
+        )
+
+    def _whole_step(
+        self,
+        ctx: Context,
+        fr: Frame,
+        before: np.ndarray,
+        after: np.ndarray,
+        onset: dict[str, Any],
+    ) -> dict[str, Any] | None:
+        """No part of the step tells where: a throttled GPU in the telemetry says HARDWARE;
+        otherwise the slowdown is reported with its start and size, category UNKNOWN."""
+        rank = fr.cols["rank"]
+        ranks = sorted({int(r) for r in rank[np.isfinite(rank)]})
+        signs = self._gpu_signs(ctx, fr, ranks, before, after, onset) if len(ranks) > 1 else []
+        col = next((c for c in ("step_time", "throughput") if fr.has(c)), None)
+        if col is None:
+            return None
+        key = np.where(np.isfinite(rank), rank, -1)
+        b = _group_median(key, np.where(before, fr.cols[col], np.nan))
+        a = _group_median(key, np.where(after, fr.cols[col], np.nan))
+        changes = {r: (b[r], a[r]) for r in a if r in b}
+        if signs and len(signs) <= max(1, len(ranks) // 4):
+            gpus = [{"host": g["host"], "gpu": g["gpu"], "rank": g["rank"]} for g in signs]
+            return self._finish(
+                ctx,
+                fr,
+                category="HARDWARE",
+                part=col,
+                ranks=[g["rank"] for g in signs],
+                hosts=sorted({g["host"] for g in signs if g["host"]}),
+                changes=changes,
+                onset=onset,
+                before=before,
+                after=after,
+                confidence=0.75,
+                why="; ".join(g["why"] for g in signs[:4]),
+                gpus=gpus,
+                extra_ev=[g["event"] for g in signs if g.get("event") is not None],
+            )
+        return self._finish(
+            ctx,
+            fr,
+            category="UNKNOWN",
+            part=col,
+            ranks=[],
+            hosts=[],
+            changes=changes,
+            onset=onset,
+            before=before,
+            after=after,
+            confidence=0.5,
+            why="the metrics do not split the step into compute, communication and data wait, so they cannot say which part grew; log those times per rank (or upload GPU telemetry) to localize it",
+        )
+
+    def _storage_or_data(self, ctx: Context, ranks: list[int]) -> str:
+        rs = set(ranks)
+        for c in ctx.facts.get("causes", []):
+            if c["category"] == "STORAGE_IO" and (not rs or c["event"].rank in rs):
+                return "STORAGE_IO"
+        return "DATA"
+
+    def _local(
+        self,
+        ctx: Context,
+        fr: Frame,
+        part: str,
+        cat: str,
+        ranks: list[int],
+        changes: dict[int, tuple[float, float]],
+        hosts: list[str],
+        before: np.ndarray,
+        after: np.ndarray,
+        onset: dict[str, Any],
+    ) -> dict[str, Any]:
+        gpus: list[dict[str, Any]] = []
+        tele_ev: list[Event] = []
+        why = ""
+        conf = 0.55
+        if part == "compute_time":
+            hot = self._gpu_signs(ctx, fr, ranks, before, after, onset)
+            if hot:
+                gpus = [{"host": g["host"], "gpu": g["gpu"], "rank": g["rank"]} for g in hot]
+                tele_ev = [g["event"] for g in hot if g.get("event") is not None]
+                why = "; ".join(g["why"] for g in hot[:4])
+                conf = 0.85
+            else:
+                cat = "UNKNOWN"
+                why = "no GPU telemetry shows clocks, temperature or power for these GPUs; upload DCGM or nvidia-smi samples to tell a throttled GPU from a slow host"
+        else:
+            cat = self._storage_or_data(ctx, ranks)
+            conf = 0.8
+            why = "the ranks waited longer for their next batch while the others waited for them in the collective"
+        return self._finish(
+            ctx,
+            fr,
+            category=cat,
+            part=part,
+            ranks=ranks,
+            hosts=hosts,
+            changes=changes,
+            onset=onset,
+            before=before,
+            after=after,
+            confidence=conf,
+            why=why,
+            gpus=gpus,
+            extra_ev=tele_ev,
+        )
+
+    def _gpu_signs(
+        self,
+        ctx: Context,
+        fr: Frame,
+        ranks: list[int],
+        before: np.ndarray,
+        after: np.ndarray,
+        onset: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        """Telemetry of the GPUs under ``ranks``: clock down, hot, at its power limit, throttled."""
+        if not any(fr.has(c) for c in ("sm_clock", "gpu_temp", "power", "throttle")):
+            return []
+        rank = fr.cols["rank"]
+        tele = (
+            np.isnan(fr.cols["step"])
+            | np.isfinite(fr.cols["sm_clock"])
+            | np.isfinite(fr.cols["gpu_temp"])
+        )
+        t_after, t_before = self._time_windows(fr, onset, after, before)
+        out = []
+        for r in ranks:
+            mine = tele & (rank == r)
+            peers = tele & np.isfinite(rank) & (rank != r)
+            if not mine.any():
+                continue
+            signs = []
+            ev_i = None
+
+            def med(col: str, mask: np.ndarray) -> float:
+                v = fr.cols[col][mask]
+                v = v[np.isfinite(v)]
+                return float(np.median(v)) if v.size else float("nan")
+
+            if fr.has("sm_clock"):
+                now = med("sm_clock", mine & t_after)
+                was = med("sm_clock", mine & t_before)
+                peer = med("sm_clock", peers & t_after)
+                ref = (
+                    np.nanmax([was, peer])
+                    if not (math.isnan(was) and math.isnan(peer))
+                    else float("nan")
+                )
+                if not math.isnan(now) and not math.isnan(ref) and now <= 0.9 * ref:
+                    signs.append(f"SM clock {now:.0f} MHz vs {ref:.0f} MHz")
+                    cand = np.flatnonzero(mine & t_after & np.isfinite(fr.cols["sm_clock"]))
+                    if cand.size:
+                        ev_i = int(cand[np.argmin(fr.cols["sm_clock"][cand])])
+            if fr.has("gpu_temp"):
+                now = med("gpu_temp", mine & t_after)
+                peer = med("gpu_temp", peers & t_after)
+                if not math.isnan(now) and (
+                    now >= HOT_C or (not math.isnan(peer) and now >= peer + 10)
+                ):
+                    signs.append(
+                        f"temperature {now:.0f} °C"
+                        + (f" vs {peer:.0f} °C on its peers" if not math.isnan(peer) else "")
+                    )
+                    if ev_i is None:
+                        cand = np.flatnonzero(mine & np.isfinite(fr.cols["gpu_temp"]))
+                        ev_i = int(cand[np.argmax(fr.cols["gpu_temp"][cand])])
+            if fr.has("power") and fr.has("power_limit"):
+                pw, lim = med("power", mine & t_after), med("power_limit", mine)
+                if not math.isnan(pw) and not math.isnan(lim) and lim > 0 and pw >= 0.95 * lim:
+                    signs.append(f"power {pw:.0f} W at its {lim:.0f} W limit")
+            if fr.has("throttle"):
+                th = fr.cols["throttle"][mine & t_after]
+                th = th[np.isfinite(th)].astype(np.int64)
+                if th.size and np.mean((th & THERMAL_BITS) != 0) >= 0.5:
+                    signs.append("thermal slowdown reported as a clock-event reason")
+                elif th.size and np.mean((th & POWER_BITS) != 0) >= 0.5:
+                    signs.append("power cap reported as a clock-event reason")
+            if signs:
+                idx = np.flatnonzero(mine)
+                g = fr.cols["gpu"][idx]
+                g = g[np.isfinite(g)]
+                h = next((x for x in fr.cols["host"][idx] if x), None)
+                out.append(
+                    {
+                        "rank": r,
+                        "gpu": int(g[0]) if g.size else None,
+                        "host": h,
+                        "why": f"rank {r} (GPU {int(g[0]) if g.size else '?'} on {h or '?'}): "
+                        + ", ".join(signs),
+                        "event": fr.event(ev_i, "metrics_row", ["gpu", "gpu_temp", "sm_clock"])
+                        if ev_i is not None
+                        else None,
+                    }
+                )
+        return out
+
+    def _time_windows(
+        self, fr: Frame, onset: dict[str, Any] | None, after: np.ndarray, before: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Telemetry rows have times, not steps: split them at the onset's time (else at
+        the last third of each series)."""
+        times = fr.cols["time"]
+        t_after, t_before = after.copy(), before.copy()
+        tele = np.isnan(fr.cols["step"])
+        if not tele.any():
+            return t_after, t_before
+        at = onset.get("time") if onset else None
+        tt = np.array([t or "" for t in times[tele]], dtype=object)
+        valid = sorted(x for x in tt if x)
+        if not valid:
+            return t_after, t_before
+        if not at or not (valid[0] <= at <= valid[-1]):
+            # no onset time, or one outside the telemetry's span (another clock or zone):
+            # split the telemetry at the same fraction of the run as the onset's step
+            frac = 2 / 3
+            steps = fr.cols["step"][np.isfinite(fr.cols["step"])]
+            if onset and onset.get("step") is not None and steps.size:
+                lo, hi = float(steps.min()), float(steps.max())
+                frac = (onset["step"] - lo) / (hi - lo) if hi > lo else frac
+            at = valid[min(len(valid) - 1, int(len(valid) * frac))]
+        t_after[tele] = tt >= at
+        t_before[tele] = (tt < at) & (tt != "")
+        return t_after, t_before
+
+    def _network(
+        self,
+        ctx: Context,
+        fr: Frame,
+        rose: dict[str, dict[int, tuple[float, float]]],
+        before: np.ndarray,
+        after: np.ndarray,
+        onset: dict[str, Any],
+        rank_host: dict[int, str],
+        ranks_all: list[int],
+    ) -> dict[str, Any]:
+        comm = rose["comm_time"]
+        by_host: dict[str, list[int]] = {}
+        for r in ranks_all:
+            by_host.setdefault(rank_host.get(r, "?"), []).append(r)
+        slow_hosts = sorted(
+            h
+            for h, rs in by_host.items()
+            if h != "?" and sum(r in comm for r in rs) >= 0.5 * len(rs)
+        )
+        comp = rose.get("compute_time", {})
+        flat = True
+        if fr.has("compute_time"):
+            rank = fr.cols["rank"]
+            b = _group_median(rank, np.where(before, fr.cols["compute_time"], np.nan))
+            a = _group_median(rank, np.where(after, fr.cols["compute_time"], np.nan))
+            rs = [r for r in comm if r in a and r in b]
+            flat = (
+                bool(rs)
+                and all(abs(a[r] - b[r]) <= 0.15 * max(b[r], 1e-9) for r in rs)
+                and not comp
+            )
+        known = [h for h in by_host if h != "?"]
+        minority = bool(slow_hosts) and len(slow_hosts) <= len(known) / 2
+        topo = {e.host: e.fields for e in ctx.by_kind.get("topology_entry", []) if e.host}
+        shared: list[str] = []
+        if minority and topo:
+            for key in ("switch", "rack"):
+                vals = {topo.get(h, {}).get(key) for h in slow_hosts}
+                if len(vals) == 1 and None not in vals:
+                    v = vals.pop()
+                    others = [
+                        h for h in known if h not in slow_hosts and topo.get(h, {}).get(key) == v
+                    ]
+                    shared.append(
+                        f"{key} {v}"
+                        + ("" if not others else f" (also serves {len(others)} unaffected host(s))")
+                    )
+        if minority:
+            ranks = sorted(r for h in slow_hosts for r in by_host[h])
+            why = (
+                "compute stayed flat on those hosts, so their collectives waited on the network path (NIC, cable, switch port)"
+                if flat
+                else "compute changed too, so the network is the likelier but not the only explanation"
+            )
+            return self._finish(
+                ctx,
+                fr,
+                category="NETWORK",
+                part="comm_time",
+                ranks=ranks,
+                hosts=slow_hosts,
+                changes={r: comm[r] for r in ranks if r in comm},
+                onset=onset,
+                before=before,
+                after=after,
+                confidence=0.85 if flat else 0.6,
+                why=why,
+                switches=shared,
+            )
+        return self._finish(
+            ctx,
+            fr,
+            category="NETWORK",
+            part="comm_time",
+            ranks=[],
+            hosts=[],
+            changes=comm,
+            onset=onset,
+            before=before,
+            after=after,
+            confidence=0.6 if flat else 0.45,
+            why="communication rose on (nearly) every host with compute flat: the fabric or a shared link, not one node",
+        )
+
+    # -- the finding ------------------------------------------------------------------
+    def _finish(
+        self,
+        ctx: Context,
+        fr: Frame,
+        *,
+        category: str,
+        part: str,
+        ranks: list[int],
+        hosts: list[str],
+        changes: dict[int, tuple[float, float]],
+        onset: dict[str, Any],
+        before: np.ndarray,
+        after: np.ndarray,
+        confidence: float,
+        why: str,
+        gpus: list[dict[str, Any]] | None = None,
+        switches: list[str] | None = None,
+        extra_ev: list[Event] | None = None,
+        waited_for: bool = False,
+    ) -> dict[str, Any]:
+        ranks = [r for r in ranks if r >= 0]  # -1: the rows without a rank
+        factors = [a / b for b, a in changes.values() if b > 0]
+        factor = float(np.median(factors)) if factors else onset["factor"]
+        when = onset.get("time")
+        where = (
+            " and ".join(hosts)
+            if 0 < len(hosts) <= 3
+            else f"{len(hosts)} hosts"
+            if hosts
+            else "every host"
+            if part not in ("step_time", "throughput")
+            else "the job"
+        )
+        if ranks and not hosts:
+            where = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
+        if gpus:
+            where = ", ".join(
+                f"rank {g['rank']} (GPU {g['gpu']} on {g['host'] or '?'})" for g in gpus[:3]
+            )
+        what = {
+            "comm_time": "communication time",
+            "compute_time": "compute time",
+            "data_time": "data wait",
+            "step_time": "step time",
+            "throughput": "throughput",
+        }[part]
+        verb = "fell" if part == "throughput" else "rose"
+        levels = (
+            float(np.median([b for b, _ in changes.values()])) if changes else onset["before"],
+            float(np.median([a for _, a in changes.values()])) if changes else onset["after"],
+        )
+        if part == "throughput":
+            factors = [b / a for b, a in changes.values() if a > 0]
+            factor = float(np.median(factors)) if factors else onset["factor"]
+        flat = "while compute stayed flat" if part == "comm_time" else ""
+        if part == "comm_time" and "not the only" in why:
+            flat = "while compute also changed"
+        if waited_for:
+            where = f"every rank but {', '.join(map(str, ranks[:8]))}"
+            flat = f"— the others waited for rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
+        title = (
+            f"{what[0].upper()}{what[1:]} {'of' if where == 'the job' else 'on'} {where} {verb} "
+            + (
+                f"{factor:.1f}x"
+                if factor < 10
+                else f"from {_secs(levels[0])} to {_secs(levels[1])}"
+            )
+            + " from "
+            + (
+                f"{when[11:16] if when and len(when) >= 16 else when} (step {onset['step']})"
+                if when
+                else f"step {onset['step']}"
+            )
+            + (f" {flat}" if flat else "")
+            + (f": {category}" if category != "UNKNOWN" else "")
+            + (
+                f", {'that GPU' if len(gpus) == 1 else 'those GPUs'} ({why.split(': ', 1)[-1]})"
+                if gpus
+                else ""
+                if waited_for
+                else f", {'those hosts' if hosts else 'those ranks'}"
+                if hosts or ranks
+                else ""
+            )
+        )
+        evs: list[Event] = list(extra_ev or [])
+        rank = fr.cols["rank"]
+        col = part
+        for r in (ranks or sorted(changes))[:2]:
+            mine = np.isnan(rank) if r == -1 else rank == r
+            for mask, label in ((before, "before"), (after, "after")):
+                idx = np.flatnonzero(mask & mine & np.isfinite(fr.cols[col]))
+                if idx.size:
+                    v = fr.cols[col][idx]
+                    i = int(idx[np.argmin(np.abs(v - np.median(v)))])
+                    evs.append(fr.event(i, "metrics_row", [col], window=label))
+        if ranks:
+            peers = np.flatnonzero(
+                after & np.isfinite(rank) & ~np.isin(rank, ranks) & np.isfinite(fr.cols[col])
+            )
+            if peers.size:
+                evs.append(fr.event(int(peers[0]), "metrics_row", [col], window="after, a peer"))
+        detail = (
+            f"Job step time {onset['before']:.3g} → {onset['after']:.3g} s from step {onset['step']}"
+            + (f" ({when})" if when else "")
+            + f". {what[0].upper()}{what[1:]} per rank before → after: "
+            + "; ".join(
+                f"rank {r} {b:.3g} → {a:.3g} s" for r, (b, a) in sorted(changes.items())[:6]
+            )
+            + f". {why[0].upper()}{why[1:]}."
+            + (f" Shared: {', '.join(switches)}." if switches else "")
+        )
+        label = {
+            "NETWORK": "communication slowed down" + (" on a subset of hosts" if hosts else ""),
+            "HARDWARE": "a GPU slowed down (thermal or power throttling)",
+            "DATA": "data loading slowed down",
+            "STORAGE_IO": "reads from storage slowed down",
+            "UNKNOWN": "compute slowed down on some ranks"
+            if part == "compute_time"
+            else "the job's steps slowed down",
+        }.get(category, "the step slowed down")
+        f = ctx.add_finding(
+            phase="localization",
+            kind="slowdown_decomposed",
+            title=title,
+            detail=detail,
+            confidence=confidence,
+            ranks=ranks,
+            hosts=hosts,
+            evidence_events=evs,
+            category=category,
+            source="metrics",
+        )
+        return {
+            "category": category,
+            "part": {
+                "comm_time": "comm",
+                "compute_time": "compute",
+                "data_time": "data",
+                "step_time": "step",
+                "throughput": "step",
+            }[part],
+            "ranks": ranks,
+            "hosts": hosts,
+            "gpus": gpus or [],
+            "switches": switches or [],
+            "factor": round(factor, 2),
+            "onset_step": onset["step"],
+            "onset_time": when,
+            "confidence": confidence,
+            "label": label,
+            "finding": f,
+        }
+
+    def _telemetry_only(self, ctx: Context, fr: Frame) -> None:
+        """No onset in per-step metrics: still report a GPU that throttles against its peers."""
+        if not fr.has("sm_clock") and not fr.has("throttle"):
+            return
+        rank = fr.cols["rank"]
+        ranks = sorted({int(r) for r in rank[np.isfinite(rank)]})
+        if len(ranks) < 2:
+            return
+        window = np.zeros(rank.size, bool)
+        after, before = self._time_windows(fr, None, window, window)
+        signs = self._gpu_signs(ctx, fr, ranks, before, after, {"time": None})
+        if not signs or len(signs) > len(ranks) // 4 + 1:
+            return
+        evs = [g["event"] for g in signs if g.get("event") is not None]
+        ctx.facts.setdefault("metrics", {})["throttled_gpus"] = [
+            {k: g[k] for k in ("rank", "gpu", "host")} for g in signs
+        ]
+        ctx.add_finding(
+            phase="localization",
+            kind="gpu_throttled",
+            title="GPU throttled: " + "; ".join(g["why"] for g in signs[:3]),
+            detail="Its peers run at full clocks. A throttled GPU slows every synchronous step of the job to its pace.",
+            confidence=0.7,
+            ranks=[g["rank"] for g in signs],
+            hosts=[g["host"] for g in signs if g["host"]],
+            evidence_events=evs,
+            category="HARDWARE",
+        )
+
+
+def _secs(v: float) -> str:
+    return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
+
+
+register_analyzer(SlowdownAnalyzer())

@@ -1,0 +1,101 @@
+"""Version and environment banners of each process, for the cross-rank odd-one-out.
+
+What every process prints once at start-up, read per process (a global rank when the
+line's prefix or the file tells it, else NCCL's ``host:pid``):
+
+- ``NCCL INFO NCCL version 2.18.1+cuda12.1`` → ``nccl_version``;
+- ``NCCL INFO cudaDriverVersion 12020`` → ``cuda_driver``;
+- ``NCCL INFO NCCL_IB_TIMEOUT set by environment to 22.`` → ``env.NCCL_IB_TIMEOUT``;
+- PyTorch's ``ProcessGroupNCCL environments: NCCL version: 2.20.5, TORCH_NCCL_…: 1, …``
+  and ``PGNCCL Watchdog environments: TORCH_NCCL_…: 1`` → the version and each setting;
+- ``torch version 2.4.0`` / ``PyTorch version: 2.4.0`` / ``DeepSpeed info: version=0.14.0``.
+
+Kept in ``result.facts["banners"]``: ``{process: {attribute: [value, line, text]}}``,
+at most ``MAX_PROCS`` processes per file and ``MAX_ATTRS`` attributes per process.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..envelope import peel
+from ..model import ParseResult
+
+MAX_PROCS = 4096
+MAX_ATTRS = 64
+LITERALS: tuple[bytes, ...] = (
+    b"NCCL version",
+    b"set by environment to",
+    b"cudaDriverVersion",
+    b"environments:",
+    b"torch version",
+    b"PyTorch version",
+    b"DeepSpeed info: version=",
+    b" nvmlDev ",
+)
+_NCCL_HOST = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):\d+\s+\[\d+\]\s+NCCL\s")
+_RULES: tuple[tuple[re.Pattern[str], str | None], ...] = (
+    (re.compile(r"NCCL INFO NCCL version\s+(?P<v>\S+)"), "nccl_version"),
+    (re.compile(r"\bNCCL version:\s*(?P<v>[\w.+-]+)"), "nccl_version"),
+    (re.compile(r"cudaDriverVersion\s+(?P<v>\d+)"), "cuda_driver"),
+    (re.compile(r"\b(?P<k>NCCL_\w+) set by environment to (?P<v>.+?)\.?\s*$"), None),
+    (re.compile(r"(?:torch|PyTorch) version:?\s*(?P<v>\d[\w.+-]*)"), "torch_version"),
+    (re.compile(r"DeepSpeed info: version=(?P<v>[\w.+-]+)"), "deepspeed_version"),
+)
+# NCCL's "comm 0x… rank 7 nranks 16 cudaDev 3 nvmlDev 3 busId 4b000 …": the GPU (NVML index,
+# as nvidia-smi and DCGM number it) a process drives
+_NVML = re.compile(r"\bcudaDev\s+\d+\s+nvmlDev\s+(?P<v>\d+)")
+_ENV_PAIRS = re.compile(r"\b(?P<k>(?:TORCH_)?NCCL_[A-Z0-9_]+):\s*(?P<v>[^,\s]+)")
+
+
+class BannerReader:
+    def __init__(self) -> None:
+        self.procs: dict[str, dict[str, list[Any]]] = {}
+
+    def take(self, raw: str, line: int) -> None:
+        """One candidate line (text, 1-based number)."""
+        self._line(raw, line)
+
+    def _line(self, raw: str, line: int) -> None:
+        env = peel(raw)
+        msg = env.message
+        rank = env.rank if env.rank is not None else env.task
+        m = _NCCL_HOST.search(raw)
+        proc = (
+            str(rank) if rank is not None else f"{m.group('host')}:{m.group('pid')}" if m else "?"
+        )
+        found: list[tuple[str, str]] = []
+        for rx, attr in _RULES:
+            mm = rx.search(msg)
+            if mm:
+                found.append((attr or f"env.{mm.group('k')}", mm.group("v").strip()))
+        mg = _NVML.search(msg)
+        if mg and rank is not None:
+            found.append(("_gpu", mg.group("v")))
+        if "environments:" in msg:
+            found += [(f"env.{k}", v) for k, v in _ENV_PAIRS.findall(msg)]
+        if not found:
+            return
+        if proc not in self.procs and len(self.procs) >= MAX_PROCS:
+            return
+        attrs = self.procs.setdefault(proc, {})
+        if m and "_host" not in attrs:
+            attrs["_host"] = [m.group("host"), line, raw[:500]]
+        for attr, value in found:
+            if attr not in attrs and len(attrs) < MAX_ATTRS:
+                attrs[attr] = [value[:80], line, raw[:500]]
+
+    def finish(self, result: ParseResult, file_rank: int | None) -> None:
+        if not self.procs:
+            return
+        if file_rank is not None and set(self.procs) <= {"?"} | {p for p in self.procs if ":" in p}:
+            # a per-rank file whose lines carry no rank: every process here is that rank
+            merged: dict[str, list[Any]] = {}
+            for attrs in self.procs.values():
+                for k, v in attrs.items():
+                    merged.setdefault(k, v)
+            self.procs = {str(file_rank): merged}
+        self.procs.pop("?", None)
+        if self.procs:
+            result.facts["banners"] = self.procs

@@ -1,0 +1,104 @@
+"""Readers that see every chunk of a text log beside the prefilter-driven classification.
+
+They look for frequent lines the prefilter is built to skip (iteration lines, start-up
+banners) with one more multi-literal pass over the chunk (Hyperscan when the prefilter
+uses it, else Python ``re``), and write their own results at the end: ``result.metrics``
+(``iterations.py``) and ``result.facts["banners"]`` (``banners.py``). The text parser
+calls ``feed`` once per chunk and ``finish`` once per file.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+import numpy as np
+
+from ..model import ParseResult
+from ..scan import HyperscanScanner, ReScanner
+from . import banners, iterations
+from .banners import BannerReader
+from .iterations import IterationReader
+
+WINDOW = 16 << 10  # bytes scanned per sampled window once iteration lines are dense
+_SCANNERS: dict[str, ReScanner | HyperscanScanner] = {}
+
+
+def side_scanner(which: str) -> ReScanner | HyperscanScanner:
+    """The process-wide scanner for one reader's literals ("iterations" or "banners")."""
+    got = _SCANNERS.get(which)
+    if got is None:
+        lits = iterations.LITERALS if which == "iterations" else banners.LITERALS
+        pats = [re.escape(x.decode()) for x in lits]
+        if os.environ.get("RANKSCOPE_SCANNER", "").lower() == "re":
+            got = ReScanner(pats)
+        else:
+            try:
+                got = HyperscanScanner(pats)
+            except Exception:  # ImportError, CPU without SSSE3, compile failure
+                got = ReScanner(pats)
+        _SCANNERS[which] = got
+    return got
+
+
+def _numbered(
+    data: bytes, spans: list[tuple[int, int]], first_line: int, arr: Any = None
+) -> list[tuple[bytes, int]]:
+    """(raw line, 1-based number) of each span; newlines counted with numpy's SIMD compare."""
+    if not spans:
+        return []
+    if arr is None:
+        arr = np.frombuffer(data, dtype=np.uint8)
+    out, pos, line = [], 0, first_line
+    for start, end in spans:
+        line += int(np.count_nonzero(arr[pos:start] == 10))
+        pos = start
+        out.append((data[start:end], line + 1))
+    return out
+
+
+class SideReaders:
+    def __init__(self) -> None:
+        self.iterations = IterationReader()
+        self.banners = BannerReader()
+        self.dense = False  # the last full scan found far more candidates than the budget
+
+    def feed(self, chunk: Any, first_line: int) -> None:
+        """``chunk``: whole lines (bytes-like); its first line is number ``first_line + 1``."""
+        data = bytes(chunk)
+        if isinstance(chunk, memoryview):
+            chunk.release()
+        # iteration lines can be every line: the budget picks which to read before any
+        # per-line work (line numbers are counted only up to the picked ones)
+        arr = np.frombuffer(data, dtype=np.uint8)
+        spans = self.iterations.pick(self._iteration_spans(data), len(data))
+        self.iterations.take(_numbered(data, spans, first_line, arr))
+        banner_spans = side_scanner("banners").line_spans(data)
+        for raw, ln in _numbered(data, banner_spans, first_line, arr):
+            self.banners.take(raw.decode("utf-8", errors="replace").rstrip("\r"), ln)
+
+    def _iteration_spans(self, data: bytes) -> list[tuple[int, int]]:
+        """Candidate iteration lines of a chunk. Once a log has shown that nearly every
+        line is one (the budget keeps a small share), only as many small windows spread
+        over the chunk are scanned as the budget will keep — the scan's cost follows
+        what is read, not the log's size."""
+        scanner = side_scanner("iterations")
+        want = self.iterations.allowance + len(data) / iterations.BYTES_PER_LINE
+        if not self.dense or want >= 64:
+            spans = scanner.line_spans(data)
+            self.dense = len(spans) > 8 * max(1.0, want)
+            return spans
+        n, out = max(1, int(want)), []
+        for k in range(n):
+            lo = data.rfind(b"\n", 0, k * len(data) // n) + 1
+            hi = data.find(b"\n", min(len(data), lo + WINDOW))
+            hi = len(data) if hi < 0 else hi
+            got = scanner.line_spans(data[lo:hi])
+            if got:
+                out.append((lo + got[0][0], lo + got[0][1]))
+        return out
+
+    def finish(self, result: ParseResult, file_rank: int | None) -> None:
+        self.iterations.finish(result, file_rank)
+        self.banners.finish(result, file_rank)

@@ -1,0 +1,712 @@
+"""The signature catalogue: every known one-line message, declared once, as data.
+
+A signature says how to find a message (``prefilter``: literals/regexes compiled into the
+block prefilter — Hyperscan, the ``re`` fallback and the ripgrep pattern file alike),
+how to read it (``regex``: named groups become event fields), what it means, the
+category and shape it points at, how bad it is, what to do, and lines from the
+public-failure corpus it was written from (``examples``; a test runs every signature on
+them and fails on a signature none of its examples fire, or on a prefilter pattern that
+nominates none of them).
+
+A line matched by a signature becomes an event of kind ``signature`` with
+``fields["sig"]`` = the signature's id; the failures analyzer takes category and
+strength from here, the verdict the shape hint. The prefilter's match id names the
+signature, so a candidate line costs one regex of its own, not a cascade.
+
+Messages that carry state across lines or ranks (the NCCL watchdog family, flight
+recorder, torchrun summaries, SLURM cancellations, Xid, retries) are read by the
+structural readers in ``parsers/classify.py``; their prefilter is ``patterns.STRUCTURAL``.
+A signature wins over a structural reader's *generic* reading of the same line
+(a bare Python exception, a CUDA error without a known cause, an NCCL WARN) and never
+over a specific one.
+
+Adding a wording: append a ``Signature`` (or a ``prefilter`` alternative and widen
+``regex``) with an example line copied from a corpus case; run
+``pytest tests/analysis/engine/test_signatures.py``. Prefilter syntax rules are those of
+``patterns.py`` (no anchors, no case-insensitive flag, Hyperscan/re/ripgrep syntax).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Signature:
+    id: str
+    prefilter: tuple[str, ...]
+    regex: str
+    meaning: str
+    category: str | None  # None: a symptom — a failure happened, its cause is elsewhere
+    shape: str | None  # crash|hang|diverge|slow; None: as the category implies
+    severity: str  # fatal | error | warning
+    action: str
+    examples: tuple[str, ...]
+    strength: float = 0.8  # how specific the line is about the root cause
+    rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rx", re.compile(self.regex))
+
+
+S = Signature
+_ENOMEM_HINT = "Raise the memory limit or lower the batch size / workers; confirm the peak."
+
+CATALOGUE: tuple[Signature, ...] = (
+    # --- OOM -----------------------------------------------------------------------
+    S(
+        "tf-oom-allocating-tensor",
+        (r"OOM when allocating tensor",),
+        r"OOM when allocating tensor with shape\[?(?P<shape>[^\]\s]*)\]?.*?(?:on (?P<device>\S+))?",
+        "TensorFlow could not allocate a tensor on the device (ResourceExhaustedError).",
+        "OOM",
+        "crash",
+        "fatal",
+        "Lower the per-device batch size or sequence length; check allow_growth/other processes on the GPU.",
+        (
+            "ResourceExhaustedError: OOM when allocating tensor with shape[16,12,512,512] and type float on /job:localhost/replica:0/task:0/device:GPU:2 by allocator GPU_2_bfc",
+        ),
+        0.95,
+    ),
+    S(
+        "tf-bfc-ran-out",
+        (r"Ran out of memory trying to allocate",),
+        r"Ran out of memory trying to allocate (?P<size>[\d.]+ ?\w+)",
+        "TensorFlow's BFC allocator ran out of device memory.",
+        "OOM",
+        "crash",
+        "error",
+        "Lower the batch size; look for a leak if usage grows over steps.",
+        (
+            "W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate 39.81MiB.  See logs for memory state.",
+        ),
+        0.9,
+    ),
+    S(
+        "cuda-driver-oom",
+        (r"CUDA_ERROR_OUT_OF_MEMORY", r"Cuda failure 'out of memory'"),
+        r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure 'out of memory'",
+        "The CUDA driver refused a device allocation: the GPU is full (often two processes on one device).",
+        "OOM",
+        "crash",
+        "fatal",
+        "Check that each process uses its own GPU (CUDA_VISIBLE_DEVICES / local rank) and lower memory use.",
+        (
+            "E tensorflow/stream_executor/cuda/cuda_driver.cc:806] failed to allocate 512.00M (536870912 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
+            "c114n07:101211:106353 [0] init.cu:218 WARN Cuda failure 'out of memory'",
+        ),
+        0.95,
+    ),
+    S(
+        "xla-resource-exhausted",
+        (r"RESOURCE_EXHAUSTED: ", r"Resource exhausted: "),
+        r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?P<what>.*)",
+        "XLA/TensorFlow ran out of accelerator memory (HBM).",
+        "OOM",
+        "crash",
+        "fatal",
+        "Lower the per-core batch size or shard the model further.",
+        (
+            "2020-09-14 02:48:58 10.0.7.33 [3]   (1) Resource exhausted: Attempting to allocate 180.59M. That was not possible. There are 142.58M free.; (0x3x0_HBM1)",
+            "2022-02-11 00:27:49.642380: E tensorflow/compiler/xla/xla_client/xla_util.cc:88]   (1) RESOURCE_EXHAUSTED: Attempting to reserve 6.48G at the bottom of memory. That was not possible. There are 6.78G free, 0B reserved, and 3.33G reservable.",
+        ),
+        0.9,
+    ),
+    S(
+        "cpu-allocator-enomem",
+        (r"CPUAllocator: can't allocate memory",),
+        r"can't allocate memory: you tried to allocate (?P<bytes>\d+) bytes",
+        "Host (CPU) memory allocation failed in PyTorch.",
+        "OOM",
+        "crash",
+        "fatal",
+        _ENOMEM_HINT,
+        (
+            "RuntimeError: [enforce fail at CPUAllocator.cpp:64] . DefaultCPUAllocator: can't allocate memory: you tried to allocate 402653184 bytes. Error code 12 (Cannot allocate memory).",
+        ),
+        0.9,
+    ),
+    S(
+        "slurm-memory-limit",
+        (r"exceeded memory limit \(", r"Exceeded step memory limit", r"oom_kill event"),
+        r"(?:Job|task|StepId=?)? ?(?P<id>[\w.]+)? ?exceeded memory limit|Exceeded step memory limit|Detected (?P<n>\d+) oom_kill event",
+        "SLURM's cgroup killed tasks that went over the job's memory limit.",
+        "OOM",
+        "crash",
+        "fatal",
+        "Confirm with `sacct -j <job> -o MaxRSS,ReqMem`; ask for more memory (--mem) or use less.",
+        (
+            "slurmstepd: error: Job 5291 exceeded memory limit (626359956 > 512000000), being killed",
+            "slurmstepd: Exceeded step memory limit at some point.",
+            "slurmstepd: error: Detected 1 oom_kill event in StepId=20417735.batch. Some of the step tasks have been OOM Killed.",
+        ),
+        0.85,
+    ),
+    # --- NUMERICAL -----------------------------------------------------------------
+    S(
+        "loss-scale-minimum",
+        (
+            r"loss scale already at minimum",
+            r"Minimum loss scale reached",
+        ),
+        r"loss scale already at minimum|Minimum loss scale reached(?: \((?P<scale>[\d.e-]+)\))?",
+        "Dynamic loss scaling cannot go lower: gradients overflow at every step (the loss diverged).",
+        "NUMERICAL",
+        "diverge",
+        "fatal",
+        "Lower the learning rate, add gradient clipping, or train in bf16; resume from a checkpoint before the overflows began.",
+        (
+            "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+            "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding. Try lowering the learning rate, using gradient clipping or increasing the batch size.",
+        ),
+        0.95,
+    ),
+    S(
+        "loss-scale-collapsed",
+        (
+            r"reducing loss scale to [0-9.]+e-[0-9]",
+            r"reducing loss scale to 0\.0*[1-9]",
+            r"setting loss scale to: 0\.000",
+            r"Fp16 Grad Scale: +0 ",
+        ),
+        r"loss scale to:? (?P<scale>[0-9.e-]+)|Grad Scale: +(?P<zero>0) ",
+        "The fp16 loss scale collapsed far below 1: every step overflows (the loss diverged).",
+        "NUMERICAL",
+        "diverge",
+        "error",
+        "Look for the first NaN/overflow step; lower the LR, clip gradients or use bf16.",
+        (
+            "Gradient overflow.  Skipping step, loss scaler 0 reducing loss scale to 0.5",
+            "Gradient overflow. Skipping step, loss scaler 0 reducing loss scale to 8.165126103939127e-202",
+            "| WARNING: overflow detected, setting loss scale to: 0.0001220703125",
+            "Training: 2023-01-09 09:08:52,689-Speed 2177.01 samples/sec   Loss nan   LearningRate 0.001000   Epoch: 0   Global Step: 40   Fp16 Grad Scale:  0   Required: 120 hours",
+        ),
+        0.85,
+    ),
+    S(
+        "local-grad-norm-nan",
+        (r"found NaN in local grad norm",),
+        r"Rank (?P<rank>\d+)(?:, node (?P<host>[\w.-]+))?.*?found NaN in local grad norm",
+        "A rank's own gradient norm was NaN before the data-parallel reduction (Megatron's "
+        "check): the fault is local to that rank (its data, or its GPU).",
+        "NUMERICAL",
+        "diverge",
+        "fatal",
+        "Rerun the step on that rank's batch; if it reproduces only on that GPU, test the GPU "
+        "(dcgmi diag); otherwise inspect the batch.",
+        (
+            "AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: 3",
+        ),
+        0.95,
+    ),
+    S(
+        "grad-norm-nonfinite",
+        (
+            "grad[_ ]norm[\"']?:? *[\"']?(?:nan|inf|NaN|Inf)\\b",
+            r"nan/inf/spiky gradient",
+        ),
+        "grad[_ ]norm[\"']?:? *[\"']?(?P<v>nan|inf|NaN|Inf)\\b|nan/inf/spiky gradient",
+        "The gradient norm is NaN/Inf: the step's gradients are not finite.",
+        "NUMERICAL",
+        "diverge",
+        "error",
+        "Find the first step with a non-finite grad norm; check the data of that step, the LR and fp16 scaling.",
+        (
+            " iteration     5424/  250000 | consumed samples:        43392 | consumed tokens:     88866816 | elapsed time per iteration (ms): 4251.3 | learning rate: 2.999E-04 | global batch size:     8 | loss scale: 1.0 | grad norm: nan | actual seqlen:  2048 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 1.881 | TFLOPs: 78.29 |",
+            "Training:  78%|███████▊  | 1556/2000 [6:15:28<1:55:17, 15.58s/step]2025-06-14 06:19:20,889 - trainers.dit_trainer - WARNING - Step 1557: detected nan/inf/spiky gradient (norm=2.1966569423675537); skipping optimizer step.",
+            "{'loss': 153318.95, 'grad_norm': nan, 'learning_rate': 0.0002, 'epoch': 0.09}",
+        ),
+        0.85,
+    ),
+    S(
+        "loss-nonfinite-words",
+        (
+            r"'loss': (?:nan|inf)",
+            r"Loss is (?:Infinity|NaN|nan|inf)",
+            r"[Ll]oss(?:_[a-z]+)? +(?:nan|NaN|inf)\b",
+            r"Loss became infinite or NaN",
+            r"returned nan values in its",
+        ),
+        r"(?P<metric>'loss'|Loss is|[Ll]oss(?:_[a-z]+)?|Loss became infinite or NaN|returned nan values)",
+        "The loss (or a backward function, under anomaly detection) produced NaN/Inf.",
+        "NUMERICAL",
+        "diverge",
+        "error",
+        "Find the first non-finite step; check inputs of that batch, the LR schedule and mixed precision.",
+        (
+            "{'loss': nan, 'lr': 0.0002, 'epoch': 0.09}",
+            "2017-06-11 16:11:46 INFO  DistriOptimizer$:295 - [Epoch 64 740096/1281167][Iteration 45459][Wall Clock 197340.717246379s] Train 1792 in 4.006890034seconds. Throughput is 447.22968 records/second. Loss is Infinity. Current learning rate is 0.046281366472703075. Current weight decay is 1.0E-4. Current momentum is 0.9.",
+            "FloatingPointError: Loss became infinite or NaN at iteration=0!",
+            "Iter 100 | lr 1.00E-03 | loss_tot nan | loss_sla 60213.42 | loss_da 16.607977 | loss_entry 0.0 | loss_exit 0.0 | l1 0.56 | ce 60212.85 | wd_loss: 69.24",
+            "RuntimeError: Function 'LogSoftmaxBackward' returned nan values in its 0th output. ",
+        ),
+        0.9,
+    ),
+    # --- DATA ----------------------------------------------------------------------
+    S(
+        "dataloader-shm-bus-error",
+        (r"bus error encountered in worker",),
+        r"bus error encountered in worker",
+        "A DataLoader worker crashed writing to shared memory: /dev/shm is too small (containers default to 64 MB).",
+        "DATA",
+        "crash",
+        "fatal",
+        "Give the container more shared memory (--shm-size / an emptyDir of medium Memory) or lower num_workers.",
+        (
+            "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+        ),
+        0.9,
+    ),
+    S(
+        "dataloader-worker-timeout",
+        (r"Worker timed out after [0-9]+ seconds",),
+        r"Worker timed out after (?P<s>\d+) seconds",
+        "A data-loading worker produced nothing within its timeout.",
+        "DATA",
+        "crash",
+        "error",
+        "Profile the dataset's __getitem__ on the slow sample; raise the timeout only if it is expected.",
+        ("Worker timed out after 120 seconds. This might be caused by ",),
+        0.8,
+    ),
+    S(
+        "corrupt-image",
+        (r"cannot identify image file", r"image file is truncated"),
+        r"cannot identify image file|image file is truncated",
+        "An image in the dataset is corrupt or truncated.",
+        "DATA",
+        "crash",
+        "error",
+        "Find the file named in the traceback, re-fetch or drop it; validate the dataset (or set LOAD_TRUNCATED_IMAGES knowingly).",
+        (
+            "PIL.UnidentifiedImageError: cannot identify image file <_io.BytesIO object at 0x7fd3aa7f1900>",
+            "OSError: image file is truncated (43 bytes not processed)",
+        ),
+        0.9,
+    ),
+    S(
+        "dataset-parse-error",
+        (r"ArrowInvalid: ", r"unpack requires a buffer of"),
+        r"ArrowInvalid: (?P<what>.*)|unpack requires a buffer of (?P<n>\d+) bytes",
+        "A dataset file could not be parsed (malformed JSON/Arrow/binary record).",
+        "DATA",
+        "crash",
+        "error",
+        "Find the record/file named in the message and fix the data or its schema.",
+        (
+            "pyarrow.lib.ArrowInvalid: JSON parse error: Column() changed from object to array in row 0",
+            "struct.error: unpack requires a buffer of 4 bytes",
+        ),
+        0.8,
+    ),
+    S(
+        "collate-uneven-samples",
+        (r"stack expects each tensor to be equal size",),
+        r"stack expects each tensor to be equal size, but got (?P<a>\[[^\]]*\]) at entry \d+ and (?P<b>\[[^\]]*\])",
+        "Samples of one batch have different shapes: the default collate cannot stack them.",
+        "DATA",
+        "crash",
+        "error",
+        "Resize/pad samples in the transform, or give the DataLoader a collate_fn that pads.",
+        (
+            "RuntimeError: stack expects each tensor to be equal size, but got [24, 32, 64] at entry 0 and [24, 64, 32] at entry 1",
+        ),
+        0.85,
+    ),
+    S(
+        "index-out-of-vocab",
+        (r"srcIndex < srcSelectDimSize", r"\] = -?[0-9]+ is not in \[0, "),
+        r"srcIndex < srcSelectDimSize|\] = (?P<index>-?\d+) is not in \[0, (?P<size>\d+)\)",
+        "An embedding lookup got an index outside the table: token/label ids exceed the vocabulary.",
+        "DATA",
+        "crash",
+        "fatal",
+        "Check the tokenizer's vocabulary size against the embedding (resize_token_embeddings), and label ids against the class count.",
+        (
+            "/opt/conda/conda-bld/pytorch_1686274778240/work/aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [58,0,0], thread: [24,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
+            "  (0) Invalid argument:  indices[23,617] = -26 is not in [0, 61196)",
+        ),
+        0.8,
+    ),
+    S(
+        "dataset-preprocessing",
+        (
+            r"Running tokenizer on [^|]{0,80}: +[0-9]+%\|",
+            r"Grouping texts in chunks of [0-9]+: +[0-9]+%\|",
+        ),
+        r"(?P<what>Running tokenizer on[^:|]*|Grouping texts in chunks of \d+)[^:|]*: +(?P<pct>\d+)%\|",
+        "Dataset preprocessing (tokenization/grouping) in progress on the main process; the other "
+        "ranks wait for it in a barrier.",
+        "DATA",
+        "hang",
+        "warning",
+        "Preprocess the dataset offline (or cache it) before the distributed run, or raise the "
+        "process-group timeout for the first collective.",
+        (
+            "Running tokenizer on dataset (num_proc=64):  71%|███████   | 2712000/3819612 [29:58<12:14, 1508.11 examples/s]",
+            "[default0]:Grouping texts in chunks of 2049:   7%|▋         | 702000/9672101 [02:27<30:41, 4871.44 examples/s]",
+        ),
+        0.3,  # progress, not an error: decides only a hang nothing else explains
+    ),
+    # --- INFRA ---------------------------------------------------------------------
+    S(
+        "port-in-use",
+        (
+            r"Address already in use",
+            r"failed to listen on any local network address",
+        ),
+        r"Address already in use|failed to listen on any local network address",
+        "The rendezvous/master port is taken by another process (another job on the node, a leftover run).",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Pick a free MASTER_PORT / --rdzv-endpoint port per job, or kill the leftover process.",
+        (
+            "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - Address already in use).",
+            "[E socket.cpp:462] [c10d] The server socket has failed to listen on any local network address.",
+        ),
+        0.9,
+    ),
+    S(
+        "slurm-node-failure",
+        (r"error: Node failure on ",),
+        r"Node failure on (?P<host>[\w.-]+)",
+        "SLURM lost a node of the allocation (it stopped responding or rebooted).",
+        "INFRA",
+        None,
+        "fatal",
+        "Check the node's state and reason (`scontrol show node`, `sacct -j <job> -o NodeList,State`); resubmit excluding it.",
+        ("salloc: error: Node failure on wk-1",),
+        0.85,
+    ),
+    S(
+        "rendezvous-closed",
+        (r"RendezvousClosedError",),
+        r"RendezvousClosedError",
+        "The elastic rendezvous was closed: another agent failed or the job was scaled down/stopped.",
+        "INFRA",
+        "crash",
+        "error",
+        "Look at the other nodes' agents for the first failure; check min/max nodes and restarts.",
+        ("torch.distributed.elastic.rendezvous.api.RendezvousClosedError",),
+        0.7,
+    ),
+    S(
+        "rendezvous-keepalive-failed",
+        (r"failed to send a keep-alive heartbeat to the rendezvous",),
+        r"The node '(?P<node>[^']+)' has failed to send a keep-alive heartbeat",
+        "An elastic agent lost the rendezvous store: a node (or the store's host) went away.",
+        "INFRA",
+        "hang",
+        "error",
+        "Find the node that died first (scheduler/node logs); the survivors wait until their timeout.",
+        (
+            "WARNING:torch.distributed.elastic.rendezvous.dynamic_rendezvous:The node 'r7i4n3-ib0_163508_0' has failed to send a keep-alive heartbeat to the rendezvous 'none' due to an error of type RendezvousConnectionError.",
+        ),
+        0.75,
+    ),
+    S(
+        "k8s-evicted",
+        (r"Evicted  ", r"The node was low on resource", r"The node had condition: \["),
+        r"low on resource: (?P<resource>[\w-]+)|The node had condition: \[(?P<cond>\w+)\]|Evicted",
+        "Kubernetes evicted the pod (node pressure on memory/disk).",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Set requests/limits that match use; check the node's pressure and the pod's QoS class.",
+        (
+            "4m11s       Warning   Evicted               pod/egg-7d9f6c5b8-x2kqp    The node was low on resource: memory. Container egg was using 5053216Ki, which exceeds its request of 0.",
+            "4m7s        Warning   Evicted               pod/egg-7d9f6c5b8-r8m4t    The node had condition: [MemoryPressure].",
+        ),
+        0.85,
+    ),
+    S(
+        "ib-memlock-limit",
+        (
+            r"ibv_reg_mr[a-z0-9_]* failed with error Cannot allocate memory",
+            r"Call to ibv_create_qp failed",
+        ),
+        r"ibv_(?P<verb>reg_mr\w*|create_qp) failed",
+        "InfiniBand could not pin memory / create a queue pair: the locked-memory limit (ulimit -l) is too low.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Set `ulimit -l unlimited` (limits.conf, the container's --ulimit memlock=-1, slurmd's LimitMEMLOCK).",
+        (
+            "gpu-s01:51204:51290 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+            "gpu-w07 [0] misc/ibvwrap.cu:269 WARN Call to ibv_create_qp failed",
+        ),
+        0.85,
+    ),
+    # --- NETWORK -------------------------------------------------------------------
+    S(
+        "efa-ofi-failure",
+        (r"NET/OFI Couldn't open", r"Failed to process command ALLOC_PD"),
+        r"NET/OFI Couldn't open (?P<what>\w+)|Failed to process command ALLOC_PD",
+        "The EFA/libfabric provider could not open its resources.",
+        "NETWORK",
+        "crash",
+        "fatal",
+        "Check the EFA driver/aws-ofi-nccl versions and the security group; run fi_info -p efa on the node.",
+        (
+            "WARN: Function: create_nccl_ofi_component Line: 459: NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument",
+            "[ 1632.420956] infiniband efa_0: Failed to process command ALLOC_PD (opcode 14) comp_status 1 err -12",
+        ),
+        0.85,
+    ),
+    S(
+        "ib-completion-error",
+        (r"Got completion from peer .* with error [0-9]+",),
+        r"Got completion from peer (?P<peer>\S+) with error (?P<code>\d+)",
+        "An InfiniBand work request failed (error 12 = retry exceeded: the link or the peer's port).",
+        "NETWORK",
+        "crash",
+        "fatal",
+        "Check the port counters (ibdiagnet / perfquery) and the peer's link; NCCL_IB_TIMEOUT only hides it.",
+        (
+            "NET/IB : Got completion from peer 10.214.147.122<39138> with error 12, opcode 0, len 0, vendor err 129",
+        ),
+        0.9,
+    ),
+    S(
+        "c10d-store-unreachable",
+        (
+            r"RendezvousConnectionError",
+            r"client socket has timed out after",
+            r"TCP client failed to connect",
+        ),
+        r"RendezvousConnectionError|client socket has timed out after (?P<s>\d+)s while trying to connect to (?P<addr>\S+)|TCP client failed to connect/validate to host (?P<host>\S+)",
+        "The c10d store (rendezvous/master address) cannot be reached from this node.",
+        "NETWORK",
+        "crash",
+        "error",
+        "Check MASTER_ADDR/port reachability from every node (firewall, the interface the address is on).",
+        (
+            '    "message": "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.",',
+            "[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to 10.0.0.1:1234",
+            "[W426 16:56:01.831041000 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host 100.64.0.7:59782 - retrying (try=6, timeout=1800000ms, delay=5241ms): Connection reset by peer",
+        ),
+        0.75,
+    ),
+    S(
+        "gloo-connect-failed",
+        (r"connectFullMesh failed", r"gloo/transport/tcp/pair\.cc:[0-9]+\] connect "),
+        r"connectFullMesh failed|pair\.cc:\d+\] connect (?P<addr>\S+): (?P<why>.*)",
+        "Gloo could not connect its peers: the interface chosen (GLOO_SOCKET_IFNAME) is not reachable between nodes.",
+        "NETWORK",
+        "crash",
+        "fatal",
+        "Set GLOO_SOCKET_IFNAME/NCCL_SOCKET_IFNAME to the interface the nodes share; check /etc/hosts maps the host name to that address, not 127.0.1.1.",
+        (
+            "(RayWorkerWrapper pid=933, ip=10.147.43.24) [rank1]:[E528 08:52:46.164295950 ProcessGroupGloo.cpp:145] Gloo connectFullMesh failed with [/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+            "  what():  [/opt/conda/conda-bld/pytorch_1544084119927/work/third_party/gloo/gloo/transport/tcp/pair.cc:724] connect [127.0.1.1]:3210: Connection refused",
+        ),
+        0.85,
+    ),
+    S(
+        "nccl-socket-connect-failed",
+        (r"\.h:[0-9]+ (?:NCCL )?WARN (?:Net : )?(?:Call to )?[Cc]onnect(?: to)? ",),
+        r"WARN (?:Net : )?(?:Call to )?[Cc]onnect(?: to (?P<peer>\S+))? failed ?: (?P<why>.*)",
+        "NCCL's bootstrap/socket connect to a peer failed (routing, firewall, wrong interface).",
+        "NETWORK",
+        "crash",
+        "fatal",
+        "Set NCCL_SOCKET_IFNAME to the interface the nodes share and check the route/firewall between them.",
+        (
+            "gpu-q-144-103:18553:18611 [0] include/socket.h:360 WARN Call to connect failed : Connection timed out",
+        ),
+        0.85,
+    ),
+    # --- SOFTWARE ------------------------------------------------------------------
+    S(
+        "no-kernel-image",
+        (
+            r"no kernel image is available for execution",
+            r"driver version is insufficient for CUDA runtime",
+        ),
+        r"no kernel image is available|driver version is insufficient",
+        "The binaries do not match the GPU or driver (compute capability not built, driver too old).",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Install a build for this GPU's compute capability / a driver new enough for the CUDA runtime.",
+        (
+            "THCudaCheck FAIL file=/opt/pytorch/pytorch/aten/src/THC/generic/THCTensorMath.cu line=35 error=209 : no kernel image is available for execution on the device",
+            "Tue Nov 27 13:49:06 2018[1,10]<stdout>:F1127 13:49:06.743296 17418 hl_cuda_device.cc:565] Check failed: cudaSuccess == cudaStat (0 vs. 35) Cuda Error: CUDA driver version is insufficient for CUDA runtime version",
+        ),
+        0.9,
+    ),
+    S(
+        "checkpoint-shape-mismatch",
+        (r"size mismatch for [^ ]+: copying a param with shape",),
+        r"size mismatch for (?P<param>[^:]+): copying a param with shape (?P<ckpt>torch\.Size\(\[[^\]]*\]\))",
+        "The checkpoint was saved for a different model configuration than the one loading it.",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Load with the configuration the checkpoint was saved with (sizes, TP/PP degree, ZeRO stage).",
+        (
+            "[rank1]:        size mismatch for model.layers.1.self_attn.o_proj.weight: copying a param with shape torch.Size([1024, 1024]) from checkpoint, the shape in current model is torch.Size([4096, 4096]).",
+        ),
+        0.9,
+    ),
+    S(
+        "undefined-symbol",
+        (r"undefined symbol: ",),
+        r"undefined symbol: (?P<symbol>\S+)",
+        "A compiled extension does not match the library it links against (mixed versions/wheels).",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Rebuild the extension against the installed framework, or remove the duplicate library (pip list | grep nvidia).",
+        (
+            "ImportError: /home/runner/.local/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclMemFree",
+        ),
+        0.9,
+    ),
+)
+
+BY_ID: dict[str, Signature] = {s.id: s for s in CATALOGUE}
+# prefilter pattern → signature, in catalogue order (the scanner's match ids index this)
+SIG_PATTERNS: tuple[tuple[str, Signature], ...] = tuple(
+    (p, s) for s in CATALOGUE for p in s.prefilter
+)
+
+
+def match(
+    message: str, sigs: list[Signature] | None = None
+) -> tuple[Signature, dict[str, str]] | None:
+    """The first signature (catalogue order) whose regex matches ``message``."""
+    for s in sigs if sigs is not None else CATALOGUE:
+        m = s.rx.search(message)
+        if m:
+            return s, {k: v for k, v in m.groupdict().items() if v is not None}
+    return None
+
+
+# --- when no signature knows the failure: the exception's type and message decide ---------
+
+
+@dataclass(frozen=True)
+class ExceptionRule:
+    types: tuple[str, ...]  # exception class names (last dotted part); () = any type
+    message: str  # regex searched in the message; "" = any message
+    category: str
+    confidence: float
+    why: str
+    rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "rx", re.compile(self.message))
+
+
+E = ExceptionRule
+_STORE = r"\b(?:s3|S3|gs://|GCS|gcsfs|blob\.core\.windows|boto|botocore|[Cc]url|AccessDenied|NoSuchKey)\b"
+EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
+    E((), r"No space left on device|\[Errno 28\]|ENOSPC", "STORAGE_IO", 0.85, "ENOSPC: disk full"),
+    E(
+        (),
+        r"Input/output error|\[Errno 5\]|Stale file handle|\[Errno 116\]|Disk quota exceeded|"
+        r"\[Errno 122\]|Read-only file system|\[Errno 30\]",
+        "STORAGE_IO",
+        0.8,
+        "EIO/ESTALE/EDQUOT/EROFS: the file system failed",
+    ),
+    E(
+        (),
+        r"(?:File|file) .* cannot be opened|[Ff]ailed to (?:save|write|open) (?:the )?checkpoint|"
+        r"PytorchStreamWriter failed|unexpected pos \d+ vs",
+        "STORAGE_IO",
+        0.7,
+        "a checkpoint file could not be written/opened",
+    ),
+    E((), _STORE, "STORAGE_IO", 0.65, "an object-store request failed"),
+    E(
+        ("MemoryError", "OutOfMemoryError", "ResourceExhaustedError"),
+        "",
+        "OOM",
+        0.8,
+        "an out-of-memory exception",
+    ),
+    E((), r"Cannot allocate memory|\[Errno 12\]", "OOM", 0.6, "ENOMEM"),
+    E(("FloatingPointError",), "", "NUMERICAL", 0.7, "a floating-point (NaN/Inf) check"),
+    E(
+        (
+            "UnidentifiedImageError",
+            "DecompressionBombError",
+            "JSONDecodeError",
+            "UnicodeDecodeError",
+            "ArrowInvalid",
+            "ArrowTypeError",
+            "ParserError",
+            "EmptyDataError",
+            "BadZipFile",
+            "ReadError",
+            "DatasetGenerationError",
+        ),
+        "",
+        "DATA",
+        0.65,
+        "a sample or dataset file could not be decoded",
+    ),
+    E(
+        ("KeyError", "IndexError", "ValueError", "TypeError", "RuntimeError"),
+        r"collate|__getitem__|[Dd]ata[Ll]oader worker|in DataLoader|default_collate",
+        "DATA",
+        0.55,
+        "an exception raised while loading/collating samples",
+    ),
+    E(("RendezvousClosedError",), "", "INFRA", 0.6, "the elastic rendezvous was closed"),
+    E(("RendezvousTimeoutError",), "", "INFRA", 0.55, "not every node joined the rendezvous"),
+    E(
+        (
+            "DistNetworkError",
+            "RendezvousConnectionError",
+            "ConnectionRefusedError",
+            "ConnectionResetError",
+            "ConnectionAbortedError",
+        ),
+        "",
+        "NETWORK",
+        0.55,
+        "a connection between processes failed",
+    ),
+    E(("PermissionError",), "", "INFRA", 0.5, "EACCES: permissions of a path or device"),
+    E(
+        (
+            "ModuleNotFoundError",
+            "ImportError",
+            "AttributeError",
+            "TypeError",
+            "NameError",
+            "SyntaxError",
+            "AssertionError",
+            "NotImplementedError",
+            "UnboundLocalError",
+            "ZeroDivisionError",
+            "KeyError",
+            "IndexError",
+            "ValueError",
+            "RecursionError",
+            "FileNotFoundError",
+        ),
+        "",
+        "SOFTWARE",
+        0.5,
+        "a programming/configuration error in the training code or its libraries",
+    ),
+    E((), "", "SOFTWARE", 0.4, "an uncaught exception no rule knows"),
+)
+
+
+def exception_rule(etype: str, message: str) -> ExceptionRule:
+    """The first rule of ``EXCEPTION_RULES`` that fits (the last rule fits everything)."""
+    short = etype.rsplit(".", 1)[-1]
+    for r in EXCEPTION_RULES:
+        if r.types and short not in r.types:
+            continue
+        if r.message and not r.rx.search(message):
+            continue
+        return r
+    return EXCEPTION_RULES[-1]
