@@ -349,6 +349,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Incidents, artifacts, analyses and post-mortems of distributed training jobs.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "apps.api.schema.require_request_bodies",
+    ],
     "ENUM_NAME_OVERRIDES": {
         "IncidentStatusEnum": "apps.incidents.models.Status",
         "UploadStatusEnum": ["stored", "duplicate", "rejected"],
