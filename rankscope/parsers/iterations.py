@@ -32,6 +32,7 @@ for evidence, exactly as the metrics parser keeps CSV rows.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from ..envelope import peel
@@ -66,7 +67,7 @@ _NUM_END = re.compile(_NUM + r"\s*$")
 _STEP: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("iteration", re.compile(r"iteration\s+(\d+)\s*/\s*\d+")),
     ("global_step", re.compile(r"global_step[=:]\s*(\d+)")),
-    ("step", re.compile(r"step[=:]\s*(\d+)\b")),
+    ("step", re.compile(r"\bstep[=:]\s*(\d+)\b")),
     ("step", re.compile(r"step\s+(\d+)\b(?!\s*/\s*\d+\s*\])")),
     ("iter ", re.compile(r"iter\s+(\d+)\b")),
     ("|", re.compile(r"\|\s*(\d+)/\d+\s*\[")),  # tqdm n/total [
@@ -116,6 +117,188 @@ _LOSS = (
 )
 
 
+@dataclass(frozen=True)
+class IterFormat:
+    """One iteration-line format, as data: who prints it, the literal that makes a line a
+    candidate (``prefilter``: bytes as printed, for the sidecar scan; ``literal``: the
+    lower-cased text gating the regex per line), the regex (on the lower-cased message),
+    and the columns it feeds: ``(column, groups summed, scale to the column's unit)``
+    (a group ending in ``?`` may be absent; the others must be there).
+    Every time column is in seconds, lower is better; ``throughput`` is in ``unit``,
+    higher is better (``better`` says which, for the reader of the table). A step given
+    as ``[epoch][i/n]`` comes from the groups ``epoch``, ``i``, ``n``."""
+
+    name: str
+    prefilter: bytes
+    literal: str
+    regex: re.Pattern[str]
+    fields: tuple[tuple[str, tuple[str, ...], float], ...]
+    unit: str | None = None
+    better: str = "lower"
+    example: str = ""
+
+
+_S = r"(?:s|sec|secs|seconds)\b"
+# formats seen in public logs that the generic readers below do not place
+FORMATS: tuple[IterFormat, ...] = (
+    IterFormat(  # TensorFlow models/tutorials (cifar10_train.py)
+        "tf cifar10 examples/sec",
+        b"/s",
+        "examples/sec",
+        re.compile(_NUM + r"\s*examples/sec"),
+        (("throughput", ("1",), 1.0),),
+        unit="examples/s",
+        better="higher",
+        example="step 3300, loss = 2.17 (25.3 examples/sec; 10.102 sec/batch)",
+    ),
+    IterFormat(
+        "tf cifar10 sec/batch",
+        b"sec/batch",
+        "sec/batch",
+        re.compile(_NUM + r"\s*sec/batch"),
+        (("step_time", ("1",), 1.0),),
+        example="step 3300, loss = 2.17 (25.3 examples/sec; 10.102 sec/batch)",
+    ),
+    IterFormat(  # tf_cnn_benchmarks: the mean since warm-up ± its uncertainty (a running mean)
+        "tf_cnn_benchmarks images/sec",
+        b"/s",
+        "images/sec:",
+        re.compile(r"(?:(?P<step>\d+)\s+)?images/sec:\s*(?P<v>" + _NUM[1:-1] + ")"),
+        (("throughput", ("v",), 1.0),),
+        unit="images/s",
+        better="higher",
+        example="1010\timages/sec: 186.6 +/- 0.5 (jitter = 14.8)\t7.268",
+    ),
+    IterFormat(  # RETURNN and others: "…, 3.249 sec/step"
+        "sec/step",
+        b"/s",
+        "sec/step",
+        re.compile(_NUM + r"\s*sec/step"),
+        (("step_time", ("1",), 1.0),),
+        example="ep 29 train, step 1, ce 5.396, mem_usage:cuda:1 6.2GB, 3.249 sec/step",
+    ),
+    IterFormat(
+        "<unit> took N ms",
+        b" took ",
+        " took ",
+        re.compile(r"\b(?:iteration|epoch|step|batch|iter)\s+took\s+" + _NUM + r"\s*ms\b"),
+        (("step_time", ("1",), 1e-3),),
+        example="Iteration took 850 ms",
+    ),
+    IterFormat(  # nnU-Net "This epoch took 109.1 s", "Iteration took 32.7 s."
+        "<unit> took N s",
+        b" took ",
+        " took ",
+        re.compile(r"\b(?:iteration|epoch|step|batch|iter)\s+took\s+" + _NUM + r"\s*" + _S),
+        (("step_time", ("1",), 1.0),),
+        example="This epoch took 109.110585 s",
+    ),
+    IterFormat(  # PyTorch ImageNet example and its forks (DALI, apex): current (average)
+        "imagenet Time/Data",
+        b"\tData ",
+        "data ",
+        re.compile(
+            r"(?:\[(?P<epoch>\d+)\]\s*)?\[\s*(?P<i>\d+)\s*/\s*(?P<n>\d+)\]\s*.*?"
+            r"\btime\s+(?P<t>"
+            + _NUM[1:-1]
+            + r")\s*\(\s*[\d.]+\s*\)\s+data\s+(?P<d>"
+            + _NUM[1:-1]
+            + r")\s*\("
+        ),
+        (("step_time", ("t",), 1.0), ("data_time", ("d",), 1.0)),
+        example="Epoch: [1][100/5005]\tTime 8.719 (0.361)\tData 8.597 (0.230)\tLoss 1.2987 (1.2753)",
+    ),
+    IterFormat(
+        "<unit> duration ms",
+        b"duration: ",
+        "duration:",
+        re.compile(r"\b(?:iteration|step|batch|iter)\s+duration:\s*" + _NUM + r"\s*ms\b"),
+        (("step_time", ("1",), 1e-3),),
+        example="step duration: 120.5 ms",
+    ),
+    IterFormat(  # "Iteration duration: 0.0496", "step duration: 120 ms"
+        "<unit> duration",
+        b"duration: ",
+        "duration:",
+        re.compile(
+            r"\b(?:iteration|step|batch|iter)\s+duration:\s*" + _NUM + r"(?:\s*" + _S + r")?"
+        ),
+        (("step_time", ("1",), 1.0),),
+        example="Iteration duration: 0.049581050872802734 gc.get_count(): (11, 7, 0)",
+    ),
+    IterFormat(  # "Epoch   2 time  13.0 lr = 0.700" (seconds per epoch)
+        "Epoch N time T",
+        b"poch ",
+        "epoch",
+        re.compile(
+            r"\bepoch\s+(?P<step>\d+)\s*(?:/\s*\d+\s*)?[,:|]?\s*time[:=]?\s+(?P<t>"
+            + _NUM[1:-1]
+            + r")\s*(?:s\b|sec\b|(?=\s)|$)(?!\s*ms)"
+        ),
+        (("step_time", ("t",), 1.0),),
+        example="INFO:__main__:Epoch   2 time  13.0 lr = 0.700 avg_loss = 0.0107 acc = 99.0",
+    ),
+    IterFormat(  # DeepSpeed wall-clock breakdown (wall_clock_breakdown: true), per micro-step
+        "deepspeed timers",
+        b"_microstep: ",
+        "forward_microstep:",
+        re.compile(
+            r"forward_microstep:\s*(?P<f>[\d.]+)\s*\|\s*backward_microstep:\s*(?P<b>[\d.]+)"
+            r"(?:.*?backward_inner_microstep:\s*(?P<bi>[\d.]+))?"
+            r"(?:.*?backward_allreduce_microstep:\s*(?P<ar>[\d.]+))?"
+            r"(?:.*?step_microstep:\s*(?P<o>[\d.]+))?"
+        ),
+        (
+            ("step_time", ("f", "b", "o?"), 1e-3),
+            ("compute_time", ("f", "bi", "o?"), 1e-3),
+            ("comm_time", ("ar",), 1e-3),
+        ),
+        example="rank=0 time (ms) | forward_microstep: 1286.00 | backward_microstep: 4702.61 | "
+        "backward_inner_microstep: 4215.88 | backward_allreduce_microstep: 486.68 | step_microstep: 0.05",
+    ),
+    IterFormat(  # PIPs and similar: read time and whole-iteration time
+        "rtime/itime",
+        b"itime ",
+        "itime",
+        re.compile(r"\brtime\s+(?P<r>[\d.]+)[;,]?\s*itime\s+(?P<i>[\d.]+)"),
+        (("step_time", ("i",), 1.0), ("data_time", ("r",), 1.0)),
+        example="run3_09:12:44; step 000032/200000; rtime 210.16; itime 212.36; loss = 76.14967",
+    ),
+)
+LITERALS = LITERALS + tuple(
+    dict.fromkeys(f.prefilter for f in FORMATS if f.prefilter not in LITERALS)
+)
+TIME_COLUMNS = ("step_time", "data_time", "comm_time", "compute_time")
+
+
+def _declared(low: str, out: dict[str, Any]) -> None:
+    """The columns the declared ``FORMATS`` read from one lower-cased message."""
+    for fmt in FORMATS:
+        if fmt.literal not in low or all(c in out for c, _, _ in fmt.fields):
+            continue
+        m = fmt.regex.search(low)
+        if not m:
+            continue
+        got = {k: v for k, v in m.groupdict().items() if v is not None} or {"1": m.group(1)}
+        for col, groups, scale in fmt.fields:
+            need = [g for g in groups if not g.endswith("?")]
+            if col in out or any(g not in got for g in need):
+                continue
+            vals = [_f(got[g.rstrip("?")]) for g in groups if g.rstrip("?") in got]
+            if None in vals:
+                continue
+            v = sum(vals) * scale  # type: ignore[arg-type]
+            if v > 0 or (v == 0 and col in TIME_COLUMNS and col != "step_time"):
+                out[col] = v
+                if col == "throughput":
+                    out["unit"] = fmt.unit
+        if "step" not in out:
+            if got.get("step"):
+                out["step"] = int(got["step"])
+            elif got.get("i") and got.get("n"):
+                out["step"] = int(got.get("epoch") or 0) * int(got["n"]) + int(got["i"])
+
+
 _MEGATRON = re.compile(
     r"iteration\s+(\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\): ([\d.]+)"
     r"(?:.*?tflop/s/gpu\): ([\d.]+))?(?:.*?lm loss: ([\d.e+-]+))?"
@@ -155,13 +338,14 @@ def read_fields(msg: str) -> dict[str, Any]:
             if m.group(4):
                 out["loss"] = _f(m.group(4))
             return out
-    for lit, rx in _STEP:
+    _declared(low, out)
+    for lit, rx in _STEP if "step" not in out else ():
         if lit in low:
             m = rx.search(low)
             if m:
                 out["step"] = int(m.group(1))
                 break
-    for lit, rx, scale, rate in _STEP_TIME:
+    for lit, rx, scale, rate in _STEP_TIME if "step_time" not in out else ():
         if lit not in low:
             continue
         if rx is None:
@@ -172,7 +356,7 @@ def read_fields(msg: str) -> dict[str, Any]:
         if v is not None and v > 0:
             out["step_time"] = 1.0 / v if rate else v * scale
             break
-    for unit, lit, rx in _THROUGHPUT:
+    for unit, lit, rx in _THROUGHPUT if "throughput" not in out else ():
         if lit not in low:
             continue
         if rx is None:
@@ -200,7 +384,8 @@ class IterationReader:
     """Fed the text parser's chunks; ``finish`` turns what it read into ``result.metrics``."""
 
     def __init__(self) -> None:
-        self.rows: list[tuple[Any, ...]] = []  # (line, step, rank, time, step_time, tput, loss)
+        # (line, step, rank, time, step_time, tput, loss, data_time, comm_time, compute_time)
+        self.rows: list[tuple[Any, ...]] = []
         self.texts: dict[int, str] = {}  # evenly spaced raw rows, for evidence
         self.extremes: dict[tuple[int, int, int], tuple[float, int, str]] = {}
         self.stride = 1
@@ -258,6 +443,9 @@ class IterationReader:
                 f.get("step_time"),
                 f.get("throughput"),
                 f.get("loss"),
+                f.get("data_time"),
+                f.get("comm_time"),
+                f.get("compute_time"),
             )
             self.rows.append(row)
             text = seg.strip("\r\n")[:2000]
@@ -296,7 +484,15 @@ class IterationReader:
         }
         if any(x is not None for x in ranks):
             cols["rank"] = pa.array(ranks, pa.int64())
-        for i, name in ((3, "time"), (4, "step_time"), (5, "throughput"), (6, "loss")):
+        for i, name in (
+            (3, "time"),
+            (4, "step_time"),
+            (5, "throughput"),
+            (6, "loss"),
+            (7, "data_time"),
+            (8, "comm_time"),
+            (9, "compute_time"),
+        ):
             vals = [r[i] for r in rows]
             if any(v is not None for v in vals):
                 cols[name] = pa.array(vals, pa.string() if name == "time" else pa.float64())
