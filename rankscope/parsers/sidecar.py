@@ -22,6 +22,24 @@ from .banners import BannerReader
 from .iterations import IterationReader
 
 WINDOW = 16 << 10  # bytes scanned per sampled window once iteration lines are dense
+
+# NCCL's choice of inter-node transport, read with the banner pass (no extra scan):
+# (literal, regex, fact) — the first line of each fact in a file is kept
+TRANSPORT: tuple[tuple[bytes, re.Pattern[str], str], ...] = (
+    (b"Using network ", re.compile(r"NCCL INFO Using network (?P<v>\w+)"), "net"),
+    (b"NET/IB : No device", re.compile(r"NCCL INFO NET/IB\s*:\s*No device found"), "no_ib_device"),
+    (
+        b"libibverbs",
+        re.compile(r"NCCL WARN .*(?:Failed to open|Could not find) libibverbs"),
+        "no_ibverbs",
+    ),
+    (
+        b"NCCL_IB_HCA set",
+        re.compile(r"NCCL INFO NCCL_IB_HCA set(?: by environment)? to \S"),
+        "ib_hca",
+    ),
+)
+TRANSPORT_LITERALS = tuple(lit for lit, _, _ in TRANSPORT)
 _SCANNERS: dict[str, ReScanner | HyperscanScanner] = {}
 
 
@@ -29,7 +47,9 @@ def side_scanner(which: str) -> ReScanner | HyperscanScanner:
     """The process-wide scanner for one reader's literals ("iterations" or "banners")."""
     got = _SCANNERS.get(which)
     if got is None:
-        lits = iterations.LITERALS if which == "iterations" else banners.LITERALS
+        lits = (
+            iterations.LITERALS if which == "iterations" else banners.LITERALS + TRANSPORT_LITERALS
+        )
         pats = [re.escape(x.decode()) for x in lits]
         if os.environ.get("RANKSCOPE_SCANNER", "").lower() == "re":
             got = ReScanner(pats)
@@ -58,10 +78,33 @@ def _numbered(
     return out
 
 
+class TransportReader:
+    """The first line of each NCCL transport fact of a file → ``facts["nccl_transport"]``:
+    ``{fact: [value, line, text]}`` (``net``: the network NCCL chose, Socket/IB/…;
+    ``no_ib_device``, ``no_ibverbs``: the RDMA stack missing; ``ib_hca``: IB was asked for)."""
+
+    def __init__(self) -> None:
+        self.facts: dict[str, list[Any]] = {}
+
+    def take(self, raw: str, line: int) -> None:
+        for lit, rx, fact in TRANSPORT:
+            if fact in self.facts or lit.decode() not in raw:
+                continue
+            m = rx.search(raw)
+            if m:
+                value = m.groupdict().get("v") or "yes"
+                self.facts[fact] = [value, line, raw[:500]]
+
+    def finish(self, result: ParseResult) -> None:
+        if self.facts:
+            result.facts["nccl_transport"] = self.facts
+
+
 class SideReaders:
     def __init__(self) -> None:
         self.iterations = IterationReader()
         self.banners = BannerReader()
+        self.transport = TransportReader()
         self.dense = False  # the last full scan found far more candidates than the budget
 
     def feed(self, chunk: Any, first_line: int) -> None:
@@ -76,7 +119,9 @@ class SideReaders:
         self.iterations.take(_numbered(data, spans, first_line, arr))
         banner_spans = side_scanner("banners").line_spans(data)
         for raw, ln in _numbered(data, banner_spans, first_line, arr):
-            self.banners.take(raw.decode("utf-8", errors="replace").rstrip("\r"), ln)
+            text = raw.decode("utf-8", errors="replace").rstrip("\r")
+            self.banners.take(text, ln)
+            self.transport.take(text, ln)
 
     def _iteration_spans(self, data: bytes) -> list[tuple[int, int]]:
         """Candidate iteration lines of a chunk. Once a log has shown that nearly every
@@ -102,3 +147,4 @@ class SideReaders:
     def finish(self, result: ParseResult, file_rank: int | None) -> None:
         self.iterations.finish(result, file_rank)
         self.banners.finish(result, file_rank)
+        self.transport.finish(result)
