@@ -145,6 +145,7 @@ def detect_kind(name: str, head: bytes) -> str:
         or "_perf -b" in text
         or ("# nThread " in text and " nGpus " in text and ("busbw" in text or "# Rank" in text))
         or "# Avg bus bandwidth" in text
+        or re.search(r"(?m)^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\b", text)  # NCCL 1.x tests
     ):
         return "nccl_tests"
     if "NVIDIA-SMI" in text or "==============NVSMI LOG" in text:

@@ -40,7 +40,7 @@ _RANK = re.compile(
 _AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>[\d.]+(?:e[+-]?\d+)?)")
 _OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(?P<n>\d+)")
 _TEST = re.compile(
-    r"\b(?P<t>(?:all_reduce|all_gather|reduce_scatter|alltoallv?|broadcast|reduce|sendrecv|scatter|gather|hypercube)_perf(?:_mpi)?)\b"
+    r"\b(?P<t>(?:all_reduce|all_gather|reduce_scatter|alltoallv?|broadcast|reduce|sendrecv|scatter|gather|hypercube)_(?:perf(?:_mpi)?|test))\b"
 )
 _HEAD = re.compile(r"#\s*nThread\s+(?P<nt>\d+)\s+nGpus\s+(?P<ng>\d+)")
 _NUM = re.compile(r"^-?\d+(?:\.\d+)?(?:e[+-]?\d+)?$", re.I)
@@ -50,6 +50,9 @@ _PREFIX = re.compile(
     r"(?:\([^()]*\)\s+)?"  # Ray (head, rank=0, pid=…)
     r"(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d{1,6}:(?=\s)|[A-Za-z][\w.-]*:(?=\s+[#\d]))?"
 )
+# NCCL 1.x test programs (all_reduce_test N nGPUs GPU…): "N type op time algbw busbw",
+# no '#', no count column, time in ms, no wrong column
+_V1_HEAD = re.compile(r"^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\s*(?:res\b.*)?$")
 _TS_TAIL = re.compile(r"\s+\d{4}-\d\d-\d\d\s+\d\d:\d\d:\d\d\s*$")  # -Z timestamp column
 MAX_ROWS = 400
 LARGE = 1 << 28  # rows at or above this size stand for the fabric's bandwidth
@@ -96,6 +99,26 @@ def parse_row(line: str) -> dict[str, Any] | None:
     return row
 
 
+def parse_v1_row(line: str) -> dict[str, Any] | None:
+    """A NCCL 1.x test row: ``10000000    char     sum    5.650   1.77   1.77`` (time in ms)."""
+    toks = line.split()
+    if len(toks) < 6 or not toks[0].isdigit():
+        return None
+    nums = [_f(t) for t in toks[3:6]]
+    if None in nums:
+        return None
+    return {
+        "size": int(toks[0]),
+        "count": None,
+        "type": toks[1],
+        "redop": toks[2],
+        "time_us": nums[0] * 1000.0,  # type: ignore[operator]
+        "algbw": nums[1],
+        "busbw": nums[2],
+        "wrong": "N/A",
+    }
+
+
 def _row_wrong(v: Any) -> int:
     """Wrong elements in one ``#wrong`` cell (``%g``: ``0``, ``12``, ``1e+06``; ``N/A``)."""
     x = _f(str(v))
@@ -129,6 +152,7 @@ class NcclTestsParser:
             return run
 
         error_column = False  # the header of the current table says "error", not "#wrong"
+        v1 = False  # the current table is a NCCL 1.x test's (no '#' lines)
         link = LinkSniffer()
         for line_no, text in iter_lines(stream, result):
             body = strip_prefix(text)
@@ -145,8 +169,14 @@ class NcclTestsParser:
             s = body.strip()
             if not s:
                 continue
+            if _V1_HEAD.match(s):
+                v1 = True
+                cur = new_run(line_no)
+                cur["v1"] = True  # NCCL 1.x ran within one node only
+                continue
             m = _HEAD.match(s)
             if m:
+                v1 = False
                 cur = new_run(line_no)
                 cur["ngpus"] = int(m.group("ng"))
                 continue
@@ -160,6 +190,18 @@ class NcclTestsParser:
                 if m:
                     cur = cur or new_run(line_no)
                     cur["ranks"] += 1
+                    seen = cur.setdefault("_rank_ids", {})
+                    r = int(m.group("r"))
+                    if r in seen and "duplicate_rank" not in cur:
+                        # the same rank listed twice: several independent jobs wrote here
+                        # (the binary built without MPI=1, or started by N launchers)
+                        cur["duplicate_rank"] = {
+                            "rank": r,
+                            "hosts": sorted({seen[r], m.group("h")}),
+                            "line": line_no,
+                            "text": clip(text),
+                        }
+                    seen.setdefault(r, m.group("h"))
                     if m.group("model").strip() and not cur.get("gpu_model"):
                         cur["gpu_model"] = m.group("model").strip()[:80]
                     if m.group("h") not in cur["hosts"]:
@@ -177,7 +219,7 @@ class NcclTestsParser:
                     cur["avg_line"], cur["avg_text"] = line_no, clip(text)
                     cur = None  # the run is over
                 continue
-            row = parse_row(s)
+            row = parse_v1_row(s) if v1 else parse_row(s)
             if row is None:
                 continue
             if cur is None:
@@ -206,7 +248,7 @@ class NcclTestsParser:
             run["scope"] = (
                 "inter_node"
                 if len(run["hosts"]) > 1
-                else ("intra_node" if run["hosts"] else "unknown")
+                else ("intra_node" if run["hosts"] or run.get("v1") else "unknown")
             )
             if run["oob"] is not None:
                 run["wrong"] = run["oob"]  # the footer counts every size, kept rows or not
@@ -268,6 +310,7 @@ class NcclTestsParser:
                             "link",
                             "expected",
                             "collapse",
+                            "duplicate_rank",
                         )
                         if k in run
                     },
@@ -279,6 +322,7 @@ class NcclTestsParser:
                     result.hosts.append(h)
         for run in runs:
             run["rows"] = run["rows"][-40:]
+            run.pop("_rank_ids", None)
         result.facts["nccl_tests"] = {"runs": runs}
         result.event_counts["nccl_test_result"] = len(runs)
 
