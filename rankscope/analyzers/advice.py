@@ -61,6 +61,7 @@ SLOW_ACTION = {
     "DATA": "look at those ranks' input pipeline (workers, shared memory, the files they read).",
     "STORAGE_IO": "check the file system or object store those ranks read from (latency, errors, throttling).",
     "UNKNOWN": "compare those ranks' GPUs and nodes with their peers (clocks, temperature, CPU load).",
+    "SOFTWARE": "look for what the program keeps from step to step (tensors or losses kept in a list, a growing graph or cache, host memory rising) and what changed in its software or settings; compare with a known-good configuration.",
     "NETWORK_ALL": "run nccl-tests across the job's nodes (all_reduce_perf, then pairs) to find the slow links, and check the fabric's switch counters and congestion for that time.",
     "COMPUTE_ALL": "compare what changed for every rank at that step: model or sequence length, batch size, a new data shard, or something every node shares (cooling, CPU frequency policy).",
     "UNLOCATED": "upload per-rank step metrics (compute, communication and data-wait times) or GPU telemetry (DCGM, nvidia-smi) from the same period to tell which ranks and which part of the step slowed.",
@@ -88,6 +89,9 @@ def summary(ctx: Context, v: Verdict) -> str:
             part = (ctx.facts.get("metrics", {}).get("slowdown") or {}).get("part")
             action = SLOW_ACTION["COMPUTE_ALL" if part == "compute" else "UNLOCATED"]
         return f"Training slowed: {decomposed['title']} — {action}"
+    if decomposed and ctx.facts.get("metrics", {}).get("slowdown", {}).get("finding") is decomposed:
+        # a slowdown one log shows without a step series (nccl-tests, NCCL's transport)
+        return f"Slow: {decomposed['title']} — {decomposed.get('detail') or ''}".rstrip(" —")
     if v.category == "OOM":
         what = (
             "ran out of host memory (kernel OOM killer)"

@@ -40,6 +40,7 @@ reads it for a ``slow`` shape.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,7 @@ THERMAL_BITS = 0x08 | 0x20 | 0x40
 POWER_BITS = 0x04 | 0x80
 HOT_C = 85.0
 MIN_SHARE = 0.10  # a part must grow by this share of the earlier step time to count
+SHORT = 4  # fewest steps a series is judged on (iterations.MIN_ROWS: bug reports paste a few)
 
 
 @dataclass
@@ -195,6 +197,102 @@ def change_point(y: np.ndarray) -> tuple[int, float, float] | None:
     return start, before, after
 
 
+def find_onset(ks: np.ndarray, ys: np.ndarray, drop: float) -> dict[str, Any] | None:
+    """Where a step-time series (lower is better) slows down, and how:
+
+    - ``recurring``: stretches of at least two rows at ``RECURRING`` (2x) or more the
+      run's fast level, the run back at that level between them (the first row is fast);
+    - ``shift``: a sustained change — the best single split (``change_point``) on 12 or
+      more rows, else, on a short excerpt, a split where every row after it is slower
+      than every row before it; the later level ``drop`` (20 %) above the earlier;
+      ``growth`` when the step time rises at every row along a straight line (work that
+      accumulates with each step);
+    - ``stall``: not decided here (it needs the data-wait column, see ``_stall``).
+
+    Returns {step, before, after, factor, pattern[, slow_steps, base_steps]} or None."""
+    n = ys.size
+    if n < SHORT or not np.all(np.isfinite(ys)) or ys.min() <= 0:
+        return None
+    rec = _recurring(ks, ys)
+    if rec is not None:
+        return rec
+    start: int | None = None
+    if n >= 12:
+        cp = change_point(ys)
+        if cp is not None:
+            i, before, after = cp
+            grew = after / before if before > 0 else 1.0
+            sustained = np.mean(ys[i:] > (before + after) / 2) >= 0.6
+            if grew >= 1 + drop and sustained:
+                start = i
+    else:
+        best = 0.0
+        for k in range(1, n - 1):  # at least two rows after the split
+            b, a = ys[:k], ys[k:]
+            if a.min() <= b.max() or np.median(a) < (1 + drop) * np.median(b):
+                continue
+            score = (a.mean() - b.mean()) * math.sqrt(k * (n - k) / n)
+            if score > best:
+                best, start = score, k
+        if start is not None:
+            before, after = float(np.median(ys[:start])), float(np.median(ys[start:]))
+    if start is None:
+        return None
+    out: dict[str, Any] = {
+        "step": int(ks[start]),
+        "before": before,
+        "after": after,
+        "factor": after / before,
+        "pattern": "growth" if _grows_linearly(ks, ys) else "shift",
+    }
+    return out
+
+
+RECURRING = 2.0  # a row this many times the fast level is a slow row
+STALL = 10.0  # one step this many times the median, mostly data wait: the input stalled
+LINEAR_R2 = 0.98
+
+
+def _grows_linearly(ks: np.ndarray, ys: np.ndarray) -> bool:
+    """Step time up at every row, on a straight line in the step, ending ≥ 2x where it
+    began: each step costs more in proportion to the steps already done."""
+    if ys.size < SHORT or not np.all(np.diff(ys) > 0) or ys[-1] < 2 * ys[0]:
+        return False
+    x = ks.astype(float)
+    r = np.corrcoef(x, ys)[0, 1]
+    return bool(np.isfinite(r) and r * r >= LINEAR_R2)
+
+
+def _recurring(ks: np.ndarray, ys: np.ndarray) -> dict[str, Any] | None:
+    fast = float(np.percentile(ys, 10))
+    slow = ys >= RECURRING * fast
+    near = ys <= 1.25 * fast
+    if slow[0] or near.sum() < 3 or slow.sum() < 2:
+        return None
+    # the slow stretches: maximal runs of slow rows
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], slow.astype(int), [0]))))
+    runs = list(zip(edges[::2], edges[1::2], strict=True))
+    if max(b - a for a, b in runs) < 2:
+        return None
+    first_end = runs[0][1]
+    if not near[first_end:].any():
+        return None  # never back to the fast level: a shift, not a recurrence
+    lost = float(np.sum(ys[slow] - fast))
+    if lost < 0.25 * fast * ys.size:
+        return None
+    before, after = float(np.median(ys[~slow])), float(np.median(ys[slow]))
+    return {
+        "step": int(ks[runs[0][0]]),
+        "before": before,
+        "after": after,
+        "factor": after / before,
+        "pattern": "recurring",
+        "slow_steps": ks[slow],
+        "base_steps": ks[~slow],
+        "stretches": len(runs),
+    }
+
+
 class SlowdownAnalyzer:
     name = "slowdown"
     phase = "localization"
@@ -212,27 +310,29 @@ class SlowdownAnalyzer:
         if level is not None:
             ks = np.array(sorted(level))
             ys = np.array([level[k] for k in ks])
-            skip = max(1, int(0.05 * ks.size))
-            ks, ys = ks[skip:], ys[skip:]
-            cp = change_point(ys)
-            if cp is not None:
-                i, before, after = cp
-                grew = after / before if before > 0 else 1.0
-                tail = ys[i:]
-                sustained = np.mean(tail > (before + after) / 2) >= 0.6
-                if grew >= 1 + ctx.options.throughput_drop and sustained:
-                    onset = {"step": int(ks[i]), "before": before, "after": after, "factor": grew}
+            if ks[0] <= max(1.0, 0.05 * ks[-1]):  # the series starts with the run: warm-up
+                skip = max(1, int(0.05 * ks.size))
+                ks, ys = ks[skip:], ys[skip:]
+            onset = find_onset(ks, ys, ctx.options.throughput_drop)
+            if onset is None and fr.has("data_time"):
+                onset = self._stall(fr, ks, ys)
         after = np.zeros(step.size, bool)
         before = np.zeros(step.size, bool)
-        if onset is not None:
+        if onset is not None and onset.get("slow_steps") is not None:
+            # recurring slow stretches (or one stall): the slow steps against the others
+            after = np.isin(step, onset["slow_steps"])
+            before = np.isin(step, onset["base_steps"])
+        elif onset is not None:
             after = step >= onset["step"]
             before = (step < onset["step"]) & np.isfinite(step)
             if np.isfinite(step).any():
                 first = np.nanmin(step)
                 warm = first + 0.05 * (onset["step"] - first)
                 before &= step >= warm
+        if onset is not None:
             onset["time"] = self._time_at(fr, onset["step"])
-            met["slowdown_onset"] = {k: onset[k] for k in ("step", "time", "factor")}
+            onset["events"] = self._onset_rows(fr, onset, after)
+            met["slowdown_onset"] = {k: onset[k] for k in ("step", "time", "factor", "pattern")}
         elif np.isfinite(step).any():
             after = step >= np.nanquantile(step, 2 / 3)
         self._scores(ctx, fr, after, onset)
@@ -286,8 +386,53 @@ class SlowdownAnalyzer:
             tp = fr.cols["throughput"]
             y = np.where(tp > 0, 1.0 / np.where(tp > 0, tp, 1), np.nan)
             cands.append(_group_median(step, y))
-        cands = [c for c in cands if len(c) >= 12]
+        cands = [c for c in cands if len(c) >= SHORT]
         return max(cands, key=len) if cands else None
+
+    def _stall(self, fr: Frame, ks: np.ndarray, ys: np.ndarray) -> dict[str, Any] | None:
+        """One step ``STALL`` (10x) or more the run's median whose time is mostly data wait:
+        the input pipeline stopped (a retried or failed sample, a slow read). A lone slow
+        step without that split is not called a slowdown (a checkpoint, an evaluation or a
+        warm-up step look the same)."""
+        if ys.size < SHORT:
+            return None
+        i = int(np.argmax(ys))
+        med = float(np.median(ys))
+        if med <= 0 or ys[i] < STALL * med:
+            return None
+        data = _group_median(fr.cols["step"], fr.cols["data_time"]).get(int(ks[i]))
+        if data is None or data < 0.5 * ys[i]:
+            return None
+        return {
+            "step": int(ks[i]),
+            "before": med,
+            "after": float(ys[i]),
+            "factor": float(ys[i]) / med,
+            "pattern": "stall",
+            "slow_steps": ks[i : i + 1],
+            "base_steps": np.delete(ks, i),
+        }
+
+    def _onset_rows(self, fr: Frame, onset: dict[str, Any], after: np.ndarray) -> list[Event]:
+        """The row where the slowdown starts and the slowest row after it, when the series
+        is one process's (a single log): the lines a reader checks first."""
+        rank = fr.cols["rank"]
+        if len({int(r) for r in rank[np.isfinite(rank)]}) > 1:
+            return []
+        col = next((c for c in ("step_time", "throughput") if fr.has(c)), None)
+        if col is None:
+            return []
+        v = fr.cols[col]
+        first = np.flatnonzero((fr.cols["step"] == onset["step"]) & np.isfinite(v))
+        out = []
+        if first.size:
+            out.append(fr.event(int(first[0]), "metrics_row", [col], window="onset"))
+        idx = np.flatnonzero(after & np.isfinite(v))
+        if idx.size:
+            worst = int(idx[np.argmax(v[idx])] if col == "step_time" else idx[np.argmin(v[idx])])
+            if not first.size or worst != int(first[0]):
+                out.append(fr.event(worst, "metrics_row", [col], window="slowest"))
+        return out
 
     def _time_at(self, fr: Frame, step: int) -> str | None:
         idx = np.flatnonzero(fr.cols["step"] == step)
@@ -496,6 +641,24 @@ class SlowdownAnalyzer:
                 why="; ".join(g["why"] for g in signs[:4]),
                 gpus=gpus,
                 extra_ev=[g["event"] for g in signs if g.get("event") is not None],
+            )
+        if onset.get("pattern") == "growth":
+            return self._finish(
+                ctx,
+                fr,
+                category="SOFTWARE",
+                part=col,
+                ranks=[],
+                hosts=[],
+                changes=changes,
+                onset=onset,
+                before=before,
+                after=after,
+                confidence=0.55,
+                why="the step time rose at every logged step, along a straight line in the step number: "
+                "each step costs more in proportion to the steps already done, i.e. something the program "
+                "accumulates (a growing list, graph, cache or host-memory leak). A throttled GPU or a slow "
+                "link steps down to a lower level and stays there; it does not grow without bound",
             )
         return self._finish(
             ctx,
@@ -845,6 +1008,16 @@ class SlowdownAnalyzer:
                 else f"step {onset['step']}"
             )
             + (f" {flat}" if flat else "")
+            + (
+                f", in {onset['stretches']} slow stretch{'es' if onset['stretches'] > 1 else ''} "
+                "with the run back at its pace between them"
+                if onset.get("pattern") == "recurring"
+                else ", growing at every step"
+                if onset.get("pattern") == "growth"
+                else ", for one step"
+                if onset.get("pattern") == "stall"
+                else ""
+            )
             + (f": {category}" if category != "UNKNOWN" else "")
             + (
                 f", {'that GPU' if len(gpus) == 1 else 'those GPUs'} ({why.split(': ', 1)[-1]})"
@@ -856,7 +1029,7 @@ class SlowdownAnalyzer:
                 else ""
             )
         )
-        evs: list[Event] = list(extra_ev or [])
+        evs: list[Event] = list(onset.get("events") or []) + list(extra_ev or [])
         rank = fr.cols["rank"]
         col = part
         for r in (ranks or sorted(changes))[:2]:
@@ -960,3 +1133,170 @@ def _secs(v: float) -> str:
 
 
 register_analyzer(SlowdownAnalyzer())
+
+
+# --- slowdowns a single log shows without a step-time series ----------------------------
+
+PCIE_FLOOR_GBS = 4.0  # a quarter of PCIe Gen3 x16 (~16 GB/s per direction, PCI-SIG): the
+# slowest link two GPUs of one node share; a ≥ 8 MiB all-GPU collective below it is not
+# using any intra-node link at its rate (peer-to-peer off, traffic through the CPU)
+PCIE_FLOOR_SIZE = 8 << 20
+_NODE_FILE = re.compile(r"(?:^|[^a-z])(?:node|worker|host)[-_]?\d+(?:\.|[-_]|$)", re.I)
+
+
+class SingleLogSlowAnalyzer:
+    """A slowdown told by what one log prints once rather than by a step-time series:
+
+    - nccl-tests: the same rank listed twice in one run (independent jobs: the binary
+      built without ``MPI=1`` — SOFTWARE); a run far below its link's rate
+      (``nccl_tests_below_link``, see ``links.py``) or collapsing at one size
+      (``nccl_tests_size_collapse``) — NETWORK; a one-node run below ``PCIE_FLOOR_GBS``
+      at ≥ 8 MiB — NETWORK (intra-node path);
+    - NCCL chose TCP sockets (``Using network Socket``) on a multi-node job — the logs show
+      more than one host, a file named after a node index, or IB asked for
+      (``NCCL_IB_HCA``) — NETWORK, stronger when the RDMA stack is reported missing.
+
+    Declares ``ctx.facts["metrics"]["slowdown"]`` (as ``SlowdownAnalyzer`` does) only when
+    no step-time slowdown was found; the verdict uses it only when nothing failed."""
+
+    name = "single_log_slowdown"
+    phase = "localization"
+    order = 80  # after isolation (65), which judges nccl-tests runs against their link
+
+    def run(self, ctx: Context) -> None:
+        met = ctx.facts.setdefault("metrics", {})
+        if met.get("slowdown"):
+            return
+        got = self._nccl_tests(ctx) or self._socket(ctx)
+        if got is not None:
+            met["slowdown"] = got
+            ctx.doc["localization"]["slowdown"] = {k: v for k, v in got.items() if k != "finding"}
+
+    def _declare(self, f: dict[str, Any], category: str, label: str, part: str) -> dict[str, Any]:
+        return {
+            "category": category,
+            "part": part,
+            "ranks": [],
+            "hosts": [],
+            "gpus": [],
+            "switches": [],
+            "factor": None,
+            "onset_step": None,
+            "onset_time": None,
+            "confidence": f["confidence"],
+            "label": label,
+            "finding": f,
+        }
+
+    def _nccl_tests(self, ctx: Context) -> dict[str, Any] | None:
+        runs = ctx.by_kind.get("nccl_test_result", [])
+        for e in runs:
+            dup = e.fields.get("duplicate_rank")
+            if not dup:
+                continue
+            line = Event(
+                kind="nccl_test_rank", line=dup["line"], text=dup["text"], file=e.file, host=e.host
+            )
+            f = ctx.add_finding(
+                phase="localization",
+                kind="nccl_tests_independent_jobs",
+                title=f"{e.fields.get('test')}: rank {dup['rank']} is listed twice "
+                f"({', '.join(dup['hosts'])}) — each process ran its own test, the numbers are not one job's",
+                detail="Every process printed its own header and rank list starting at 0: nccl-tests was "
+                "built without MPI support (make MPI=1) or started once per process, so each one "
+                "benchmarked only its own GPUs. Rebuild with MPI=1 (MPI_HOME=…) and run it under mpirun.",
+                confidence=0.75,
+                hosts=dup["hosts"],
+                evidence_events=[line, e],
+                category="SOFTWARE",
+            )
+            return self._declare(f, "SOFTWARE", "nccl-tests ran as independent jobs", "comm")
+        for kind in ("nccl_tests_below_link", "nccl_tests_size_collapse"):
+            f = next(
+                (f for f in ctx.findings if f["kind"] == kind and f["confidence"] >= 0.7), None
+            )
+            if f is not None:
+                label = {
+                    "nccl_tests_below_link": "bus bandwidth far below the link's rate",
+                    "nccl_tests_size_collapse": "bus bandwidth collapses at one message size",
+                }[kind]
+                return self._declare(f, f.get("category") or "NETWORK", label, "comm")
+        for e in runs:
+            fl = e.fields
+            if fl.get("scope") != "intra_node" or fl.get("expected"):
+                continue  # a known link was judged against its own rate above
+            rows = [r for r in self._rows(ctx, e) if r.get("size", 0) >= PCIE_FLOOR_SIZE]
+            if not rows or any(not r.get("busbw") or r["busbw"] >= PCIE_FLOOR_GBS for r in rows):
+                continue
+            best = max(rows, key=lambda r: r["busbw"])
+            ev = Event(kind="nccl_test_row", line=best["line"], text=best["text"], file=e.file)
+            f = ctx.add_finding(
+                phase="localization",
+                kind="nccl_tests_below_pcie",
+                title=f"{fl.get('test')} within one node: {best['busbw']:.3g} GB/s busbw at "
+                f"{best['size']:,} B — below a quarter of even PCIe Gen3 x16 (~16 GB/s)",
+                detail="No intra-node path runs this slowly at this size: peer-to-peer between the GPUs "
+                "is off or failing (ACS/IOMMU on the PCIe switch, a BIOS setting, the driver), so "
+                "traffic goes through host memory. Check nvidia-smi topo -m, p2pBandwidthLatencyTest, "
+                "and NCCL_P2P_LEVEL / NCCL_P2P_DISABLE.",
+                confidence=0.6,
+                evidence_events=[ev],
+                category="NETWORK",
+            )
+            return self._declare(f, "NETWORK", "intra-node bus bandwidth below PCIe", "comm")
+        return None
+
+    def _rows(self, ctx: Context, e: Event) -> list[dict[str, Any]]:
+        for r in ctx.results:
+            if r.name != e.file:
+                continue
+            for run in (r.facts.get("nccl_tests") or {}).get("runs", []):
+                if run.get("line") == e.line:
+                    return list(run.get("rows") or [])
+        return []
+
+    def _socket(self, ctx: Context) -> dict[str, Any] | None:
+        hosts = set(ctx.doc["job"].get("hosts") or {})
+        for r in ctx.results:
+            t = r.facts.get("nccl_transport") or {}
+            net = t.get("net")
+            if not net or str(net[0]).lower() != "socket":
+                continue
+            base = r.name.rsplit("/", 1)[-1]
+            why = (
+                f"{len(hosts)} hosts in the logs"
+                if len(hosts) > 1
+                else "IB was asked for (NCCL_IB_HCA)"
+                if t.get("ib_hca")
+                else f"the file is one node's ({base})"
+                if _NODE_FILE.search(base)
+                else None
+            )
+            if why is None:
+                continue  # one node: NCCL prints its network even when no traffic leaves it
+            missing = t.get("no_ib_device") or t.get("no_ibverbs")
+            evs = [
+                Event(kind="nccl_transport", line=v[1], text=v[2], file=r.name)
+                for v in (t.get("no_ib_device") or t.get("no_ibverbs"), net)
+                if v
+            ]
+            f = ctx.add_finding(
+                phase="localization",
+                kind="nccl_socket_transport",
+                title="NCCL carries inter-node traffic over TCP sockets"
+                + (" (no RDMA device or library found)" if missing else "")
+                + f" on a multi-node job ({why})",
+                detail="Sockets reach a fraction of an RDMA fabric's bandwidth and cost CPU per byte: "
+                "collectives across nodes become the bottleneck and more nodes can train slower than "
+                "one. Install/enable the RDMA stack (rdma-core/libibverbs, the IB or RoCE driver, "
+                "nvidia-peermem) or NCCL's net plugin (EFA: aws-ofi-nccl), check NCCL_IB_HCA and "
+                "NCCL_IB_DISABLE, and confirm with NCCL_DEBUG=INFO that NCCL prints 'Using network IB'.",
+                confidence=0.7 if missing else 0.55,
+                evidence_events=evs,
+                category="NETWORK",
+            )
+            return self._declare(f, "NETWORK", "NCCL fell back to TCP sockets", "comm")
+        return None
+
+
+register_analyzer(SingleLogSlowAnalyzer())
