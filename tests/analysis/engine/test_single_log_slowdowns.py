@@ -1,0 +1,147 @@
+"""Slowdowns read from one log: the declared iteration-line formats, the onset patterns
+(shift, growth, recurring stretches, a data stall), nccl-tests judged without a fabric
+rate, and NCCL's socket fallback."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rankscope.analyzers.slowdown import find_onset
+from rankscope.parsers.iterations import FORMATS, LITERALS, read_fields
+from rankscope.parsers.nccl_tests import parse_v1_row
+from rankscope.parsers.sidecar import TransportReader
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name)
+def test_every_declared_format_reads_its_example(fmt) -> None:
+    got = read_fields(fmt.example)
+    for col, _, _ in fmt.fields:
+        if col == "throughput":
+            assert got.get("unit") == fmt.unit
+        assert got.get(col) is not None and got[col] >= 0, (fmt.name, got)
+    assert fmt.prefilter in LITERALS
+    assert fmt.prefilter.decode() in fmt.example or fmt.prefilter == b"\tData "
+
+
+@pytest.mark.parametrize(
+    ("line", "want"),
+    [
+        (
+            "2017-02-14 15:17:56.483761: step 3300, loss = 2.17 (25.3 examples/sec; 10.102 sec/batch)",
+            {"step": 3300, "step_time": 10.102, "throughput": 25.3},
+        ),
+        (
+            "1010\timages/sec: 186.6 +/- 0.5 (jitter = 14.8)\t7.268",
+            {"step": 1010, "throughput": 186.6},
+        ),
+        ("2023-03-20 09:19:29.944061: This epoch took 109.110585 s", {"step_time": 109.110585}),
+        ("2019-03-09 05:59:51,511: Iteration took 108.539 s.", {"step_time": 108.539}),
+        (
+            "    Epoch: [1][100/5005]\tTime 8.719 (0.361)\tData 8.597 (0.230)\tLoss 1.2987 (1.2753)",
+            {"step": 5105, "step_time": 8.719, "data_time": 8.597},
+        ),
+        (
+            "Epoch: [3][ 10/500]\tTime  0.414 ( 0.414)\tData  0.001 ( 0.001)\tLoss 1.0",
+            {"step": 1510, "step_time": 0.414, "data_time": 0.001},
+        ),
+        ("Iteration duration: 0.0496 gc.get_count(): (11, 7, 0)", {"step_time": 0.0496}),
+        ("step duration: 120.5 ms", {"step_time": 0.1205}),
+        (
+            "ep 29 train, step 1, ce 5.396, fer 0.832, 3.249 sec/step",
+            {"step": 1, "step_time": 3.249},
+        ),
+        (
+            "INFO:__main__:Epoch   2 time  13.0 lr = 0.700 avg_loss = 0.0107",
+            {"step": 2, "step_time": 13.0},
+        ),
+        (
+            "[Rank 0] rank=0 time (ms) | forward_microstep: 1000.00 | backward_microstep: 3000.00 | "
+            "backward_inner_microstep: 2500.00 | backward_allreduce_microstep: 500.00 | step_microstep: 10.00",
+            {"step_time": 4.01, "compute_time": 3.51, "comm_time": 0.5},
+        ),
+        (
+            "run3; step 000032/200000; rtime 210.16; itime 212.36; loss = 76.1",
+            {"step": 32, "step_time": 212.36, "data_time": 210.16},
+        ),
+    ],
+)
+def test_format_examples(line: str, want: dict) -> None:
+    got = read_fields(line)
+    for k, v in want.items():
+        assert got.get(k) == pytest.approx(v), (k, got)
+
+
+def test_deepspeed_microstep_is_not_a_step_number() -> None:
+    got = read_fields("time (ms) | forward_microstep: 1286.00 | backward_microstep: 4702.61")
+    assert "step" not in got and got["step_time"] == pytest.approx(5.98861)
+
+
+def _onset(ys: list[float], start: int = 1) -> dict | None:
+    return find_onset(np.arange(start, start + len(ys)), np.array(ys, float), 0.2)
+
+
+def test_short_shift_needs_every_later_row_slower() -> None:
+    got = _onset([0.2, 0.17, 0.17, 0.17, 8.7, 8.9, 8.6])
+    assert got["pattern"] == "shift" and got["step"] == 5 and got["factor"] > 20
+    assert _onset([0.2, 0.17, 0.9, 0.17, 0.18, 0.9, 0.17]) is None
+
+
+def test_linear_growth() -> None:
+    got = _onset([27.4, 84.6, 142.5, 202.4], start=5)
+    assert got["pattern"] == "growth"
+    assert _onset([10, 10.1, 9.9, 10, 30, 31, 30.5])["pattern"] == "shift"
+
+
+def test_recurring_slow_stretches_start_at_the_first() -> None:
+    ys = [3.6, 10.1, 10.3, 9.9, 9.2, 3.8, 3.6, 10.0, 9.6, 3.7, 3.6, 3.7]
+    got = _onset(ys, start=3290)
+    assert got["pattern"] == "recurring" and got["step"] == 3291 and got["stretches"] == 2
+
+
+def test_one_slow_row_or_noise_is_not_a_slowdown() -> None:
+    assert (
+        _onset([0.008, 0.05, 0.0086, 0.0081, 0.0082, 0.008, 0.0081, 0.0078, 0.0102, 0.0093]) is None
+    )
+    rng = np.random.default_rng(0)
+    assert _onset(list(1.0 + 0.05 * rng.standard_normal(200))) is None
+
+
+def test_nccl1_row() -> None:
+    row = parse_v1_row("10000000    char     sum    5.650   1.77   1.77")
+    assert row is not None and row["busbw"] == 1.77 and row["time_us"] == pytest.approx(5650)
+
+
+def test_transport_reader_keeps_the_first_line_of_each_fact() -> None:
+    r = TransportReader()
+    r.take("[0] NCCL INFO NET/IB : No device found.", 3)
+    r.take("[0] NCCL INFO Using network Socket", 6)
+    r.take("[1] NCCL INFO Using network Socket", 9)
+    assert r.facts["net"][:2] == ["Socket", 6] and r.facts["no_ib_device"][1] == 3
+
+
+def _engine(tmp_path, name: str, text: str) -> dict:
+    from rankscope.cli import parse_paths
+    from rankscope.document import analyze
+
+    p = tmp_path / name
+    p.write_text(text)
+    return analyze(parse_paths([p], jobs=1))
+
+
+def test_socket_on_one_node_is_not_a_slowdown(tmp_path) -> None:
+    text = (
+        "gpu1:1:1 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>\n"
+        "gpu1:1:1 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>\n"
+        "gpu1:1:1 [0] NCCL INFO Using network Socket\n"
+    )
+    assert _engine(tmp_path, "train.log", text)["triage"]["shape"] == "none"
+    doc = _engine(tmp_path, "node1.log", text)
+    assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "NETWORK"
+
+
+def test_data_stall_is_data(tmp_path) -> None:
+    rows = [f"step {i:06d}/1000; rtime 0.05; itime 2.0{i % 3}; loss = 1.0" for i in range(10, 20)]
+    rows.insert(5, "step 000099/1000; rtime 300.1; itime 302.2; loss = 1.0")
+    doc = _engine(tmp_path, "train.log", "\n".join(rows) + "\n")
+    assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "DATA"
