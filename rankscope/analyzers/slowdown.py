@@ -8,6 +8,8 @@ lines of a log) and every GPU telemetry series (DCGM, nvidia-smi, W&B system met
    separates two levels (the largest |mean difference| x sqrt(n₁n₂/n)); the later level
    must be ``Options.throughput_drop`` (20 %) above the earlier one. Without an onset the
    run is compared rank against rank over its last third.
+   Short excerpts, recurring slow stretches, linear growth and data stalls: see
+   ``find_onset`` and ``_stall``.
 2. **Which part grew.** Per rank, the median of each part of the step (compute, comm,
    data wait) after the onset against before it. A part *rose* on a rank when it grew
    ``Options.comm_ratio`` (1.5x) and by at least 10 % of the job's earlier step time.

@@ -17,11 +17,16 @@ date stamps):
 - torchtitan ``step: 10  loss: 9.12 … tps: 3,456  tflops: 180.2``; nanoGPT ``iter
   100: loss 2.34, time 123.45ms``; and generic ``step N … tokens/s 1234`` /
   ``samples/s`` / ``step_time 1.2s`` lines.
+- the declared table ``FORMATS`` (one entry per format seen in public logs: TF
+  ``examples/sec``/``sec/batch``, tf_cnn_benchmarks ``images/sec``, ``This epoch took N s``,
+  ImageNet ``Time``/``Data``, DeepSpeed micro-step timers, ``rtime``/``itime``, …); the
+  generic readers fill only what it left.
 
 Columns produced: ``step``, ``rank`` (from the line's prefix or the file), ``time``
 (the line's stamp), ``step_time`` (s; from ms per iteration, s/it, 1 / it/s),
 ``throughput`` (one kind per file: tokens/s, else samples/s, else TFLOP/s — named in
-``facts["iteration_throughput_unit"]``) and ``loss``.
+``facts["iteration_throughput_unit"]``), ``loss``, and where a format gives them
+``data_time``, ``comm_time``, ``compute_time`` (s).
 
 Memory: at most ``MAX_ROWS`` rows per file; past that every other row is dropped and
 the stride doubles (the series stays evenly spaced). The raw text of up to
