@@ -417,7 +417,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Check the object store's health and the node's egress; make the client retry with backoff and a bounded total time.",
         (
             "tensorflow/core/platform/s3/aws_logging.cc:60] Curl returned error code 55",
-            "W0000 00:00:1715498963.019816  583764 curl_transport.cc:444] Error [28]=Timeout was reached in curl operation",
+            "W0000 00:00:1728199763.019816  571309 curl_transport.cc:444] Error [28]=Timeout was reached in curl operation",
         ),
         0.8,
     ),
