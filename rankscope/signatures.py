@@ -637,7 +637,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Install a build for this GPU's compute capability / a driver new enough for the CUDA runtime.",
         (
             "THCudaCheck FAIL file=/opt/pytorch/pytorch/aten/src/THC/generic/THCTensorMath.cu line=35 error=209 : no kernel image is available for execution on the device",
-            "Tue Nov 27 13:49:06 2018[1,10]<stdout>:F1127 13:49:06.743296 17418 hl_cuda_device.cc:565] Check failed: cudaSuccess == cudaStat (0 vs. 35) Cuda Error: CUDA driver version is insufficient for CUDA runtime version",
+            "Wed Oct 16 13:49:06 2019[1,10]<stdout>:F1016 13:49:06.743296 18410 hl_cuda_device.cc:565] Check failed: cudaSuccess == cudaStat (0 vs. 35) Cuda Error: CUDA driver version is insufficient for CUDA runtime version",
         ),
         0.9,
     ),
