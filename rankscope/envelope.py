@@ -151,7 +151,7 @@ def peel(line: str) -> Envelope:
             elif name == "mpi" and env.rank is None:
                 env.rank = int(v)
             elif name in ("pdsh", "stream") and v and env.host is None:
-                # slurmstepd names its node after a dash: "slurmstepd-gpu14-03: error: …"
+                # slurmstepd names its node after a dash: "slurmstepd-gpu27-05: error: …"
                 env.host = v[len("slurmstepd-") :] if v.startswith("slurmstepd-") else v
             s = s[m.end() :]
             progressed = True

@@ -94,7 +94,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Check that each process uses its own GPU (CUDA_VISIBLE_DEVICES / local rank) and lower memory use.",
         (
             "E tensorflow/stream_executor/cuda/cuda_driver.cc:806] failed to allocate 512.00M (536870912 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
-            "c114n07:162057:167199 [0] init.cu:218 WARN Cuda failure 'out of memory'",
+            "c231n07:162057:167199 [0] init.cu:218 WARN Cuda failure 'out of memory'",
         ),
         0.95,
     ),
@@ -417,7 +417,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Check the object store's health and the node's egress; make the client retry with backoff and a bounded total time.",
         (
             "tensorflow/core/platform/s3/aws_logging.cc:60] Curl returned error code 55",
-            "W0000 00:00:1715498963.019816  583764 curl_transport.cc:444] Error [28]=Timeout was reached in curl operation",
+            "W0000 00:00:1728199763.019816  571309 curl_transport.cc:444] Error [28]=Timeout was reached in curl operation",
         ),
         0.8,
     ),
@@ -520,8 +520,8 @@ CATALOGUE: tuple[Signature, ...] = (
         "fatal",
         "Set requests/limits that match use; check the node's pressure and the pod's QoS class.",
         (
-            "4m11s       Warning   Evicted               pod/egg-7d9f6c5b8-x2kqp    The node was low on resource: memory. Container egg was using 5053216Ki, which exceeds its request of 0.",
-            "4m7s        Warning   Evicted               pod/egg-7d9f6c5b8-r8m4t    The node had condition: [MemoryPressure].",
+            "4m11s       Warning   Evicted               pod/egg-5c8b7f4d9-t6wzn    The node was low on resource: memory. Container egg was using 5053216Ki, which exceeds its request of 0.",
+            "4m7s        Warning   Evicted               pod/egg-5c8b7f4d9-h3jvb    The node had condition: [MemoryPressure].",
         ),
         0.85,
     ),
@@ -538,7 +538,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "fatal",
         "Set `ulimit -l unlimited` (limits.conf, the container's --ulimit memlock=-1, slurmd's LimitMEMLOCK).",
         (
-            "gpu-s01:10561:10647 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
+            "gpu-t04:10561:10647 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
             "gpu-w07 [0] misc/ibvwrap.cu:269 WARN Call to ibv_create_qp failed",
         ),
         0.85,
@@ -637,7 +637,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Install a build for this GPU's compute capability / a driver new enough for the CUDA runtime.",
         (
             "THCudaCheck FAIL file=/opt/pytorch/pytorch/aten/src/THC/generic/THCTensorMath.cu line=35 error=209 : no kernel image is available for execution on the device",
-            "Tue Nov 27 13:49:06 2018[1,10]<stdout>:F1127 13:49:06.743296 17418 hl_cuda_device.cc:565] Check failed: cudaSuccess == cudaStat (0 vs. 35) Cuda Error: CUDA driver version is insufficient for CUDA runtime version",
+            "Wed Oct 16 13:49:06 2019[1,10]<stdout>:F1016 13:49:06.743296 18410 hl_cuda_device.cc:565] Check failed: cudaSuccess == cudaStat (0 vs. 35) Cuda Error: CUDA driver version is insufficient for CUDA runtime version",
         ),
         0.9,
     ),

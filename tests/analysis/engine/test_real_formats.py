@@ -217,9 +217,9 @@ def test_metrics_give_postmortem_throughput_and_step_time() -> None:
         ("[default2]:[rank10]: RuntimeError: boom", 10, None, "RuntimeError: boom"),
         ("[stderr]ModuleNotFoundError: No module named 'x'", None, None, "ModuleNotFoundError"),
         (
-            "slurmstepd-gpu14-03: error: Detected 1 oom-kill event(s)",
+            "slurmstepd-gpu27-05: error: Detected 1 oom-kill event(s)",
             None,
-            "gpu14-03",
+            "gpu27-05",
             "error: Detected",
         ),
     ],
