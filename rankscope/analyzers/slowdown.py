@@ -966,7 +966,7 @@ class SlowdownAnalyzer:
             else f"{len(hosts)} hosts"
             if hosts
             else "every host"
-            if part not in ("step_time", "throughput")
+            if part not in ("step_time", "throughput") and np.isfinite(fr.cols["rank"]).any()
             else "the job"
         )
         if ranks and not hosts:
@@ -1168,11 +1168,34 @@ class SingleLogSlowAnalyzer:
     def run(self, ctx: Context) -> None:
         met = ctx.facts.setdefault("metrics", {})
         if met.get("slowdown"):
+            self._thermal(ctx, met["slowdown"])
             return
         got = self._nccl_tests(ctx) or self._socket(ctx)
         if got is not None:
             met["slowdown"] = got
             ctx.doc["localization"]["slowdown"] = {k: v for k, v in got.items() if k != "finding"}
+
+    def _thermal(self, ctx: Context, sd: dict[str, Any]) -> None:
+        """A slowdown nothing located (UNKNOWN) while the job's nvidia-smi readings show a
+        GPU hot, clock-throttled or clocked down under load (``gpu_health``, analyzer
+        ``hardware``): HARDWARE, citing that reading."""
+        if sd.get("category") != "UNKNOWN" or not sd.get("finding"):
+            return
+        hot = [
+            f
+            for f in ctx.findings
+            if f["kind"] == "gpu_health"
+            and any(w in f["title"] for w in ("temperature", "thermal", "throttled", "SM clock"))
+        ]
+        if not hot:
+            return
+        f = sd["finding"]
+        sd["category"] = f["category"] = "HARDWARE"
+        sd["label"] = "the GPUs slowed down (hot or clock-throttled)"
+        sd["hosts"] = sorted({h for x in hot for h in x.get("hosts") or []})
+        f["title"] += ": HARDWARE, " + hot[0]["title"].split(" → ")[0]
+        f["evidence"] = list(f.get("evidence") or [])[:2] + list(hot[0].get("evidence") or [])[:2]
+        ctx.doc["localization"]["slowdown"] = {k: v for k, v in sd.items() if k != "finding"}
 
     def _declare(self, f: dict[str, Any], category: str, label: str, part: str) -> dict[str, Any]:
         return {

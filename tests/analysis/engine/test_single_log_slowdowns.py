@@ -145,3 +145,21 @@ def test_data_stall_is_data(tmp_path) -> None:
     rows.insert(5, "step 000099/1000; rtime 300.1; itime 302.2; loss = 1.0")
     doc = _engine(tmp_path, "train.log", "\n".join(rows) + "\n")
     assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "DATA"
+
+
+def test_hot_gpu_in_nvidia_smi_makes_an_unlocated_slowdown_hardware() -> None:
+    from rankscope.testing import scenarios_isolation as S
+
+    from ._iso_helpers import analyze
+
+    rows = [
+        f"step {i}, loss = 1.0 ({v} examples/sec; {128 / v:.3f} sec/batch)"
+        for i, v in enumerate([9000] * 8 + [4000] * 8, start=100)
+    ]
+    log = {"train.log": ("\n".join(rows) + "\n").encode()}
+    assert analyze(log)["triage"]["category"] == "UNKNOWN"
+    doc = analyze({**log, **S.nvidia_smi_csv(host="node-12", temps=(92, 93))})
+    assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "HARDWARE"
+    assert doc["localization"]["culprit_hosts"] == ["node-12"]
+    cool = analyze({**log, **S.nvidia_smi_csv(host="node-12", temps=(40, 44))})
+    assert cool["triage"]["category"] == "UNKNOWN"
