@@ -72,6 +72,14 @@ def test_format_examples(line: str, want: dict) -> None:
         assert got.get(k) == pytest.approx(v), (k, got)
 
 
+def test_deepspeed_short_timer_names() -> None:
+    got = read_fields(
+        "time (ms) | fwd_microstep: 100.5 | bwd_microstep: 300.0 | bwd_inner_microstep: 250.0 "
+        "| bwd_allreduce_microstep: 50.0 | step_microstep: 5.0"
+    )
+    assert got["comm_time"] == pytest.approx(0.05) and got["compute_time"] == pytest.approx(0.3555)
+
+
 def test_deepspeed_microstep_is_not_a_step_number() -> None:
     got = read_fields("time (ms) | forward_microstep: 1286.00 | backward_microstep: 4702.61")
     assert "step" not in got and got["step_time"] == pytest.approx(5.98861)
@@ -163,3 +171,16 @@ def test_hot_gpu_in_nvidia_smi_makes_an_unlocated_slowdown_hardware() -> None:
     assert doc["localization"]["culprit_hosts"] == ["node-12"]
     cool = analyze({**log, **S.nvidia_smi_csv(host="node-12", temps=(40, 44))})
     assert cool["triage"]["category"] == "UNKNOWN"
+
+
+def test_running_mean_images_per_sec_becomes_interval_rates(tmp_path) -> None:
+    """tf_cnn_benchmarks prints images/sec as the mean since warm-up: 200 steps at 200/s
+    then 100 at 50/s only bring the mean to ~133, but each interval's rate is 50."""
+    lines, t = [], 0.0
+    for n in range(10, 310, 10):
+        t += 10 / (200.0 if n <= 200 else 50.0)
+        lines.append(f"{n}\timages/sec: {n / t:.1f} +/- 0.5 (jitter = 1.0)\t7.2")
+    doc = _engine(tmp_path, "benchmark.log", "\n".join(lines) + "\n")
+    assert doc["triage"]["shape"] == "slow"
+    sd = doc["localization"]["slowdown"]
+    assert sd["onset_step"] == 210 and sd["factor"] >= 3.5
