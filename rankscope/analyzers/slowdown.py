@@ -1170,6 +1170,13 @@ class SingleLogSlowAnalyzer:
         if met.get("slowdown"):
             self._thermal(ctx, met["slowdown"])
             return
+        from .verdict import FATAL
+
+        failed = any(c["strength"] >= 0.5 for c in ctx.facts.get("causes", [])) or any(
+            ctx.by_kind.get(k) for k in (*FATAL, "watchdog_hang")
+        )
+        if failed:
+            return  # a failure explains the job better than its transport or a benchmark
         got = self._nccl_tests(ctx) or self._socket(ctx)
         if got is not None:
             met["slowdown"] = got

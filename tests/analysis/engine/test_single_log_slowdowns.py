@@ -184,3 +184,15 @@ def test_running_mean_images_per_sec_becomes_interval_rates(tmp_path) -> None:
     assert doc["triage"]["shape"] == "slow"
     sd = doc["localization"]["slowdown"]
     assert sd["onset_step"] == 210 and sd["factor"] >= 3.5
+
+
+def test_socket_does_not_mask_a_failure(tmp_path) -> None:
+    text = (
+        "gpu1:1:1 [0] NCCL INFO NET/IB : No device found.\n"
+        "gpu1:1:1 [0] NCCL INFO Using network Socket\n"
+        "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+        "ran for 600123 milliseconds before timing out.\n"
+    )
+    doc = _engine(tmp_path, "node0.log", text)
+    assert doc["triage"]["shape"] != "slow"
