@@ -1150,7 +1150,8 @@ class SingleLogSlowAnalyzer:
     """A slowdown told by what one log prints once rather than by a step-time series:
 
     - nccl-tests: the same rank listed twice in one run (independent jobs: the binary
-      built without ``MPI=1`` — SOFTWARE); a run far below its link's rate
+      built without ``MPI=1`` — SOFTWARE); an inter-node run over TCP sockets; a run
+      far below its link's rate
       (``nccl_tests_below_link``, see ``links.py``) or collapsing at one size
       (``nccl_tests_size_collapse``) — NETWORK; a one-node run below ``PCIE_FLOOR_GBS``
       at ≥ 8 MiB — NETWORK (intra-node path);
@@ -1243,6 +1244,25 @@ class SingleLogSlowAnalyzer:
                 category="SOFTWARE",
             )
             return self._declare(f, "SOFTWARE", "nccl-tests ran as independent jobs", "comm")
+        for e in runs:
+            link = e.fields.get("link") or {}
+            if e.fields.get("scope") != "inter_node" or link.get("net") != "socket":
+                continue
+            f = ctx.add_finding(
+                phase="localization",
+                kind="nccl_tests_socket",
+                title=f"{e.fields.get('test')} across {', '.join((e.fields.get('hosts') or [])[:4])}: "
+                "NCCL ran over TCP sockets, not RDMA",
+                detail="A socket run measures the hosts' TCP path, a fraction of an IB/RoCE/EFA "
+                "fabric's rate. Check that the RDMA stack and NCCL's net plugin load "
+                "(NCCL_DEBUG=INFO should print 'NET/IB : Using …' or the OFI provider) and "
+                "NCCL_IB_DISABLE / NCCL_NET.",
+                confidence=0.65,
+                hosts=list(e.fields.get("hosts") or []),
+                evidence_events=[e],
+                category="NETWORK",
+            )
+            return self._declare(f, "NETWORK", "nccl-tests ran over TCP sockets", "comm")
         for kind in ("nccl_tests_below_link", "nccl_tests_size_collapse"):
             f = next(
                 (f for f in ctx.findings if f["kind"] == kind and f["confidence"] >= 0.7), None

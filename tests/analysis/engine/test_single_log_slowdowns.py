@@ -196,3 +196,23 @@ def test_socket_does_not_mask_a_failure(tmp_path) -> None:
     )
     doc = _engine(tmp_path, "node0.log", text)
     assert doc["triage"]["shape"] != "slow"
+
+
+def test_nccl_tests_across_nodes_over_sockets_is_slow(tmp_path) -> None:
+    text = "\n".join(
+        [
+            "# nThread 1 nGpus 1 minBytes 8 maxBytes 536870912 step: 2(factor) warmup iters: 5 iters: 20",
+            "#  Rank  0 Group  0 Pid   101 on      nodea device  0 [0x07] NVIDIA A100-SXM4-80GB",
+            "#  Rank  1 Group  0 Pid   202 on      nodeb device  0 [0x07] NVIDIA A100-SXM4-80GB",
+            "nodea:101:101 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+            "nodea:101:101 [0] NCCL INFO Using network Socket",
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+            "   268435456      67108864     float     sum      -1   250000    1.07    1.07      0   250000    1.07    1.07      0",
+            "   536870912     134217728     float     sum      -1   500000    1.07    1.07      0   500000    1.07    1.07      0",
+            "# Out of bounds values : 0 OK",
+            "# Avg bus bandwidth    : 1.07",
+        ]
+    )
+    doc = _engine(tmp_path, "all_reduce_perf.log", text + "\n")
+    assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "NETWORK"
+    assert "sockets" in doc["triage"]["summary"]
