@@ -966,7 +966,7 @@ class SlowdownAnalyzer:
             else f"{len(hosts)} hosts"
             if hosts
             else "every host"
-            if part not in ("step_time", "throughput")
+            if part not in ("step_time", "throughput") and np.isfinite(fr.cols["rank"]).any()
             else "the job"
         )
         if ranks and not hosts:
@@ -1150,7 +1150,8 @@ class SingleLogSlowAnalyzer:
     """A slowdown told by what one log prints once rather than by a step-time series:
 
     - nccl-tests: the same rank listed twice in one run (independent jobs: the binary
-      built without ``MPI=1`` — SOFTWARE); a run far below its link's rate
+      built without ``MPI=1`` — SOFTWARE); an inter-node run over TCP sockets; a run
+      far below its link's rate
       (``nccl_tests_below_link``, see ``links.py``) or collapsing at one size
       (``nccl_tests_size_collapse``) — NETWORK; a one-node run below ``PCIE_FLOOR_GBS``
       at ≥ 8 MiB — NETWORK (intra-node path);
@@ -1168,11 +1169,41 @@ class SingleLogSlowAnalyzer:
     def run(self, ctx: Context) -> None:
         met = ctx.facts.setdefault("metrics", {})
         if met.get("slowdown"):
+            self._thermal(ctx, met["slowdown"])
             return
+        from .verdict import FATAL
+
+        failed = any(c["strength"] >= 0.5 for c in ctx.facts.get("causes", [])) or any(
+            ctx.by_kind.get(k) for k in (*FATAL, "watchdog_hang")
+        )
+        if failed:
+            return  # a failure explains the job better than its transport or a benchmark
         got = self._nccl_tests(ctx) or self._socket(ctx)
         if got is not None:
             met["slowdown"] = got
             ctx.doc["localization"]["slowdown"] = {k: v for k, v in got.items() if k != "finding"}
+
+    def _thermal(self, ctx: Context, sd: dict[str, Any]) -> None:
+        """A slowdown nothing located (UNKNOWN) while the job's nvidia-smi readings show a
+        GPU hot, clock-throttled or clocked down under load (``gpu_health``, analyzer
+        ``hardware``): HARDWARE, citing that reading."""
+        if sd.get("category") != "UNKNOWN" or not sd.get("finding"):
+            return
+        hot = [
+            f
+            for f in ctx.findings
+            if f["kind"] == "gpu_health"
+            and any(w in f["title"] for w in ("temperature", "thermal", "throttled", "SM clock"))
+        ]
+        if not hot:
+            return
+        f = sd["finding"]
+        sd["category"] = f["category"] = "HARDWARE"
+        sd["label"] = "the GPUs slowed down (hot or clock-throttled)"
+        sd["hosts"] = sorted({h for x in hot for h in x.get("hosts") or []})
+        f["title"] += ": HARDWARE, " + hot[0]["title"].split(" → ")[0]
+        f["evidence"] = list(f.get("evidence") or [])[:2] + list(hot[0].get("evidence") or [])[:2]
+        ctx.doc["localization"]["slowdown"] = {k: v for k, v in sd.items() if k != "finding"}
 
     def _declare(self, f: dict[str, Any], category: str, label: str, part: str) -> dict[str, Any]:
         return {
@@ -1213,6 +1244,25 @@ class SingleLogSlowAnalyzer:
                 category="SOFTWARE",
             )
             return self._declare(f, "SOFTWARE", "nccl-tests ran as independent jobs", "comm")
+        for e in runs:
+            link = e.fields.get("link") or {}
+            if e.fields.get("scope") != "inter_node" or link.get("net") != "socket":
+                continue
+            f = ctx.add_finding(
+                phase="localization",
+                kind="nccl_tests_socket",
+                title=f"{e.fields.get('test')} across {', '.join((e.fields.get('hosts') or [])[:4])}: "
+                "NCCL ran over TCP sockets, not RDMA",
+                detail="A socket run measures the hosts' TCP path, a fraction of an IB/RoCE/EFA "
+                "fabric's rate. Check that the RDMA stack and NCCL's net plugin load "
+                "(NCCL_DEBUG=INFO should print 'NET/IB : Using …' or the OFI provider) and "
+                "NCCL_IB_DISABLE / NCCL_NET.",
+                confidence=0.65,
+                hosts=list(e.fields.get("hosts") or []),
+                evidence_events=[e],
+                category="NETWORK",
+            )
+            return self._declare(f, "NETWORK", "nccl-tests ran over TCP sockets", "comm")
         for kind in ("nccl_tests_below_link", "nccl_tests_size_collapse"):
             f = next(
                 (f for f in ctx.findings if f["kind"] == kind and f["confidence"] >= 0.7), None

@@ -141,6 +141,7 @@ class IterFormat:
     unit: str | None = None
     better: str = "lower"
     example: str = ""
+    running: bool = False  # the throughput is a mean since timing began, step = steps timed
 
 
 _S = r"(?:s|sec|secs|seconds)\b"
@@ -173,6 +174,7 @@ FORMATS: tuple[IterFormat, ...] = (
         unit="images/s",
         better="higher",
         example="1010\timages/sec: 186.6 +/- 0.5 (jitter = 14.8)\t7.268",
+        running=True,
     ),
     IterFormat(  # RETURNN and others: "…, 3.249 sec/step"
         "sec/step",
@@ -246,12 +248,12 @@ FORMATS: tuple[IterFormat, ...] = (
     IterFormat(  # DeepSpeed wall-clock breakdown (wall_clock_breakdown: true), per micro-step
         "deepspeed timers",
         b"_microstep: ",
-        "forward_microstep:",
+        "_microstep:",
         re.compile(
-            r"forward_microstep:\s*(?P<f>[\d.]+)\s*\|\s*backward_microstep:\s*(?P<b>[\d.]+)"
-            r"(?:.*?backward_inner_microstep:\s*(?P<bi>[\d.]+))?"
-            r"(?:.*?backward_allreduce_microstep:\s*(?P<ar>[\d.]+))?"
-            r"(?:.*?step_microstep:\s*(?P<o>[\d.]+))?"
+            r"(?:forward|fwd)_microstep:\s*(?P<f>[\d.]+)\s*\|\s*(?:backward|bwd)_microstep:\s*(?P<b>[\d.]+)"
+            r"(?:.*?(?:backward|bwd)_inner_microstep:\s*(?P<bi>[\d.]+))?"
+            r"(?:.*?(?:backward|bwd)_allreduce_microstep:\s*(?P<ar>[\d.]+))?"
+            r"(?:.*?\bstep_microstep:\s*(?P<o>[\d.]+))?"
         ),
         (
             ("step_time", ("f", "b", "o?"), 1e-3),
@@ -297,6 +299,8 @@ def _declared(low: str, out: dict[str, Any]) -> None:
                 out[col] = v
                 if col == "throughput":
                     out["unit"] = fmt.unit
+                    if fmt.running:
+                        out["running"] = True
         if "step" not in out:
             if got.get("step"):
                 out["step"] = int(got["step"])
@@ -385,6 +389,30 @@ def read_fields(msg: str) -> dict[str, Any]:
     return out
 
 
+def _interval_rates(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """Throughput printed as a mean since timing began (``N`` steps at ``S``/s each) →
+    the rate over each interval between printed steps: ``(N₂-N₁) / (N₂/S₂ - N₁/S₁)``.
+    A running mean hides a drop (1,000 steps at full speed dilute ten slow ones); the
+    interval rate shows it. Per rank, the median of the rows at each step; the first
+    printed step has no interval (None)."""
+    by: dict[tuple[Any, int], list[float]] = {}
+    for r in rows:
+        if r[5] is not None and r[1] is not None and r[1] > 0:
+            by.setdefault((r[2], r[1]), []).append(r[5])
+    rate: dict[tuple[Any, int], float] = {}
+    last: dict[Any, tuple[int, float]] = {}
+    for rank, step in sorted(by, key=lambda k: (str(k[0]), k[1])):
+        vals = sorted(by[(rank, step)])
+        mean = vals[len(vals) // 2]
+        prev = last.get(rank)
+        if prev is not None and mean > 0 and prev[1] > 0:
+            dt = step / mean - prev[0] / prev[1]
+            if dt > 0:
+                rate[(rank, step)] = (step - prev[0]) / dt
+        last[rank] = (step, mean)
+    return [(*r[:5], rate.get((r[2], r[1])), *r[6:]) for r in rows]
+
+
 class IterationReader:
     """Fed the text parser's chunks; ``finish`` turns what it read into ``result.metrics``."""
 
@@ -400,6 +428,7 @@ class IterationReader:
         self.ordinal: dict[int | None, int] = {}
         self.allowance = float(FULL_LINES)
         self.sampled = False
+        self.running = False  # the throughput read is a running mean (``IterFormat.running``)
 
     def pick(self, spans: list[tuple[int, int]], nbytes: int) -> list[tuple[int, int]]:
         """The candidate lines of ``nbytes`` of log that the work budget lets us read:
@@ -428,6 +457,8 @@ class IterationReader:
             if "step_time" not in f and "throughput" not in f:
                 continue
             rank = env.rank if env.rank is not None else env.task
+            if f.get("running"):
+                self.running = True
             if f.get("unit"):
                 if self.unit is None:
                     self.unit = f["unit"]
@@ -481,7 +512,7 @@ class IterationReader:
 
         from ..metrics import MetricsTable
 
-        rows = self.rows
+        rows = _interval_rates(self.rows) if self.running else self.rows
         ranks = [r[2] if r[2] is not None else file_rank for r in rows]
         cols: dict[str, Any] = {
             "step": pa.array([r[1] for r in rows], pa.int64()),
@@ -505,6 +536,8 @@ class IterationReader:
         result.facts["metrics_source"] = "iteration lines"
         if self.sampled:
             result.facts["iteration_lines_sampled"] = True
+        if self.running:
+            result.facts["iteration_throughput_from_running_mean"] = True
         if self.unit:
             result.facts["iteration_throughput_unit"] = self.unit
         # the rows a finding may quote: evenly spaced ones, and each rank's extremes

@@ -40,6 +40,7 @@ TRANSPORT: tuple[tuple[bytes, re.Pattern[str], str], ...] = (
     ),
 )
 TRANSPORT_LITERALS = tuple(lit for lit, _, _ in TRANSPORT)
+_TRANSPORT_STR = tuple((lit.decode(), rx, fact) for lit, rx, fact in TRANSPORT)
 _SCANNERS: dict[str, ReScanner | HyperscanScanner] = {}
 
 
@@ -87,8 +88,8 @@ class TransportReader:
         self.facts: dict[str, list[Any]] = {}
 
     def take(self, raw: str, line: int) -> None:
-        for lit, rx, fact in TRANSPORT:
-            if fact in self.facts or lit.decode() not in raw:
+        for lit, rx, fact in _TRANSPORT_STR:
+            if fact in self.facts or lit not in raw:
                 continue
             m = rx.search(raw)
             if m:

@@ -72,6 +72,14 @@ def test_format_examples(line: str, want: dict) -> None:
         assert got.get(k) == pytest.approx(v), (k, got)
 
 
+def test_deepspeed_short_timer_names() -> None:
+    got = read_fields(
+        "time (ms) | fwd_microstep: 100.5 | bwd_microstep: 300.0 | bwd_inner_microstep: 250.0 "
+        "| bwd_allreduce_microstep: 50.0 | step_microstep: 5.0"
+    )
+    assert got["comm_time"] == pytest.approx(0.05) and got["compute_time"] == pytest.approx(0.3555)
+
+
 def test_deepspeed_microstep_is_not_a_step_number() -> None:
     got = read_fields("time (ms) | forward_microstep: 1286.00 | backward_microstep: 4702.61")
     assert "step" not in got and got["step_time"] == pytest.approx(5.98861)
@@ -145,3 +153,66 @@ def test_data_stall_is_data(tmp_path) -> None:
     rows.insert(5, "step 000099/1000; rtime 300.1; itime 302.2; loss = 1.0")
     doc = _engine(tmp_path, "train.log", "\n".join(rows) + "\n")
     assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "DATA"
+
+
+def test_hot_gpu_in_nvidia_smi_makes_an_unlocated_slowdown_hardware() -> None:
+    from rankscope.testing import scenarios_isolation as S
+
+    from ._iso_helpers import analyze
+
+    rows = [
+        f"step {i}, loss = 1.0 ({v} examples/sec; {128 / v:.3f} sec/batch)"
+        for i, v in enumerate([9000] * 8 + [4000] * 8, start=100)
+    ]
+    log = {"train.log": ("\n".join(rows) + "\n").encode()}
+    assert analyze(log)["triage"]["category"] == "UNKNOWN"
+    doc = analyze({**log, **S.nvidia_smi_csv(host="node-12", temps=(92, 93))})
+    assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "HARDWARE"
+    assert doc["localization"]["culprit_hosts"] == ["node-12"]
+    cool = analyze({**log, **S.nvidia_smi_csv(host="node-12", temps=(40, 44))})
+    assert cool["triage"]["category"] == "UNKNOWN"
+
+
+def test_running_mean_images_per_sec_becomes_interval_rates(tmp_path) -> None:
+    """tf_cnn_benchmarks prints images/sec as the mean since warm-up: 200 steps at 200/s
+    then 100 at 50/s only bring the mean to ~133, but each interval's rate is 50."""
+    lines, t = [], 0.0
+    for n in range(10, 310, 10):
+        t += 10 / (200.0 if n <= 200 else 50.0)
+        lines.append(f"{n}\timages/sec: {n / t:.1f} +/- 0.5 (jitter = 1.0)\t7.2")
+    doc = _engine(tmp_path, "benchmark.log", "\n".join(lines) + "\n")
+    assert doc["triage"]["shape"] == "slow"
+    sd = doc["localization"]["slowdown"]
+    assert sd["onset_step"] == 210 and sd["factor"] >= 3.5
+
+
+def test_socket_does_not_mask_a_failure(tmp_path) -> None:
+    text = (
+        "gpu1:1:1 [0] NCCL INFO NET/IB : No device found.\n"
+        "gpu1:1:1 [0] NCCL INFO Using network Socket\n"
+        "[rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+        "ran for 600123 milliseconds before timing out.\n"
+    )
+    doc = _engine(tmp_path, "node0.log", text)
+    assert doc["triage"]["shape"] != "slow"
+
+
+def test_nccl_tests_across_nodes_over_sockets_is_slow(tmp_path) -> None:
+    text = "\n".join(
+        [
+            "# nThread 1 nGpus 1 minBytes 8 maxBytes 536870912 step: 2(factor) warmup iters: 5 iters: 20",
+            "#  Rank  0 Group  0 Pid   101 on      nodea device  0 [0x07] NVIDIA A100-SXM4-80GB",
+            "#  Rank  1 Group  0 Pid   202 on      nodeb device  0 [0x07] NVIDIA A100-SXM4-80GB",
+            "nodea:101:101 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.1<0>",
+            "nodea:101:101 [0] NCCL INFO Using network Socket",
+            "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+            "   268435456      67108864     float     sum      -1   250000    1.07    1.07      0   250000    1.07    1.07      0",
+            "   536870912     134217728     float     sum      -1   500000    1.07    1.07      0   500000    1.07    1.07      0",
+            "# Out of bounds values : 0 OK",
+            "# Avg bus bandwidth    : 1.07",
+        ]
+    )
+    doc = _engine(tmp_path, "all_reduce_perf.log", text + "\n")
+    assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "NETWORK"
+    assert "sockets" in doc["triage"]["summary"]
