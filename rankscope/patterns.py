@@ -24,7 +24,7 @@ from .signatures import SIG_PATTERNS, Signature
 
 STRUCTURAL: tuple[str, ...] = (
     # PyTorch ProcessGroupNCCL watchdog / heartbeat, all wordings
-    r"Watchdog caught collective operation timeout",
+    r"Watchdog caught",  # also when wrapping cuts the line inside the marker
     r"detected by watchdog at work",
     r"Timeout at NCCL work",
     r"watchdog thread terminated with exception",

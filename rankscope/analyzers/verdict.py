@@ -19,6 +19,7 @@ from ..signatures import BY_ID, exception_rule
 from . import Context, register_analyzer
 from .advice import recommendations, summary
 from .failures import etime
+from .nccl import quotable
 
 NON_FATAL = {"data_error", "storage_error", "retry_exhausted", "connection_error", "retry"}
 DATA_SYMPTOMS = {"data_error", "retry", "connection_error", "retry_exhausted", "storage_error"}
@@ -303,7 +304,7 @@ class VerdictAnalyzer:
         if uncaught is not None:
             return uncaught
         if ctx.by_kind.get("watchdog_timeout") or ctx.by_kind.get("watchdog_failure"):
-            ev = ctx.kinds("watchdog_timeout", "watchdog_failure")[0]
+            ev = quotable(ctx.kinds("watchdog_timeout", "watchdog_failure"))[0]
             silent = nccl.get("silent", [])
             network_said = any(
                 ctx.by_kind.get(k) for k in ("network_error", "nccl_error", "connection_error")
@@ -705,7 +706,7 @@ class VerdictAnalyzer:
                 f"rank {row['rank']} never entered collective {row['seq']} (last enqueued = last completed = {row['last_completed']})",
                 row["rank"],
             )
-        timeouts = ctx.kinds("watchdog_timeout", "watchdog_failure")
+        timeouts = quotable(ctx.kinds("watchdog_timeout", "watchdog_failure"))
         if timeouts:
             add(
                 timeouts[0],

@@ -45,7 +45,7 @@ _RX: dict[str, re.Pattern[str]] = {
         r"last completed NCCL work: (?P<c>-?\d+)"
     ),
     "received": re.compile(
-        r"Received a dump signal due to a collective timeout from\s+(?:(?P<self>this local rank)|rank (?P<from>\d+))"
+        r"Received a dump signal due to a collective timeout from\s+(?:(?P<self>this local rank)|rank (?P<from>-?\d+))"
         r".*?Last enqueued NCCL work: (?P<e>-?\d+), last completed NCCL work: (?P<c>-?\d+)"
     ),
     "progress": re.compile(
@@ -148,13 +148,45 @@ def classify(msg: str) -> tuple[Result, bool]:
     return _classify_other(msg), False
 
 
+_TIMEOUT_MARK = "Watchdog caught collective operation timeout"
+# an envelope inside a peeled message, right behind other text (no space or column
+# separator between): the message was glued behind other output (a progress bar
+# without a newline, another rank's partial line)
+_ENV_INSIDE = re.compile(
+    r"(?:\[[\w-]+\]:)*(?:\[[IWEF]\d{3,4} \d\d:\d\d:\d\d[.\d]*\s*\d* [\w.]+:\d+\]"
+    r"|\[[IWEF] [\w.]+:\d+\]|\[(?:rank|default)\d+\]:)"
+)
+
+
+def _glued(msg: str, end: int) -> bool:
+    return any(
+        m.start() > 0 and msg[m.start() - 1] not in " \t|"
+        for m in _ENV_INSIDE.finditer(msg, 0, end)
+    )
+
+
+def _cut_timeout(msg: str) -> bool:
+    """The timeout message cut by terminal wrapping inside its own marker words
+    ("… [Rank 2] Watchdog caught ⏎ collective operation timeout: …")."""
+    i = msg.find("Watchdog caught")
+    return i >= 0 and _TIMEOUT_MARK.startswith(msg[i:].rstrip())
+
+
 def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
-    if "Watchdog caught collective operation timeout" in msg:
+    if _TIMEOUT_MARK not in msg and _cut_timeout(msg):
+        f = _pg_fields(msg)
+        w = WORK_RANK.search(msg)
+        if w:
+            f["work_rank"] = int(w.group("r"))
+        return ("watchdog_timeout", f), True
+    if _TIMEOUT_MARK in msg:
         f = _work_fields(msg)
         m = _RX["timeout"].search(msg)
         if m:
             f["ran_ms"] = int(m.group("ran"))
         f.update(_pg_fields(msg))
+        if _glued(msg, msg.find(_TIMEOUT_MARK)):
+            f["glued"] = True  # printed behind other output on the same line
         if "thread terminated with exception" in msg:
             f["via"] = "watchdog_exit"
         return ("watchdog_timeout", f), "seq" not in f
