@@ -183,6 +183,23 @@ class ChainAnalyzer:
                 f"watchdogs fired on {n or 'the'} rank(s)",
                 extra=fire[1:2],
             )
+        nccl = ctx.facts.get("nccl") or {}
+        named = sorted(set(nccl.get("initiators", ())) - set(nccl.get("own", ())))
+        told = [
+            e
+            for _, e in ordered
+            if e.kind == "dump_received" and e.fields.get("from_rank") in named
+        ]
+        if told:
+            # an initiator whose own log is absent: the ranks it signalled name it
+            src = told[0].fields["from_rank"]
+            add(
+                "watchdogs_fire",
+                told[0],
+                f"rank {src}'s watchdog fired and signalled the others (named in their "
+                "dump-signal line; its own log is not here)",
+                src,
+            )
         down = [e for _, e in ordered if e.kind in DOWN]
         if down:
             last = max(
