@@ -109,7 +109,10 @@ STRUCTURAL: tuple[str, ...] = (
     # checkpoints, LR/batch-size changes, evaluation, restarts (correlation precursors;
     # rare lines only: never the per-iteration "learning rate:" field)
     r"aving checkpoint at iteration",
+    r"aving checkpoint",  # a save begun: "Saving checkpoint …", "saving checkpoint..."
+    r"aving latest checkpoint",
     r"uccessfully saved checkpoint",
+    r"aved checkpoint",  # a save finished: "Saved checkpoint to …", "saved checkpoint …"
     r"oading checkpoint from",
     r"uccessfully loaded checkpoint",
     r"Saving model checkpoint",

@@ -17,6 +17,7 @@ from typing import Any
 from ..model import Event, evidence
 from ..signatures import BY_ID, exception_rule
 from . import Context, register_analyzer
+from .activity import activity_hang
 from .advice import recommendations, summary
 from .failures import etime
 from .nccl import quotable
@@ -303,6 +304,9 @@ class VerdictAnalyzer:
         uncaught = self._uncaught(ctx, fatal)
         if uncaught is not None:
             return uncaught
+        act = activity_hang(ctx)  # what the job was doing when the collective stalled
+        if act is not None:
+            return Verdict(**act)
         if ctx.by_kind.get("watchdog_timeout") or ctx.by_kind.get("watchdog_failure"):
             ev = quotable(ctx.kinds("watchdog_timeout", "watchdog_failure"))[0]
             silent = nccl.get("silent", [])

@@ -487,9 +487,15 @@ def _lifecycle(msg: str) -> Result:
         "uccessfully saved checkpoint" in msg
         or "is ready now" in msg
         or ", saving model to " in msg
+        or "aved checkpoint" in msg
     ):
         return "checkpoint_saved", _step_of(msg)
-    if "aving checkpoint at iteration" in msg or "Saving model checkpoint" in msg:
+    if (
+        "aving checkpoint at iteration" in msg
+        or "Saving model checkpoint" in msg
+        or "aving checkpoint" in msg
+        or "aving latest checkpoint" in msg
+    ):
         return "checkpoint_save", _step_of(msg)
     if (
         "oading checkpoint from" in msg
