@@ -134,7 +134,7 @@ def _from_work(st: _State, rank: int, kinds: dict[str, list[Event]]) -> None:
 
 def _from_dump_signal(st: _State, rank: int, kinds: dict[str, list[Event]]) -> None:
     """PG 0's heartbeat: "from this local rank" is its own watchdog, "from  rank N" names N."""
-    for ev in kinds.get("dump_received", []):
+    for ev in kinds.get("dump_received", []) + kinds.get("dump_observed", []):
         src = ev.fields.get("from_rank")
         if src is not None:
             st.notified_from.setdefault(rank, src)

@@ -216,6 +216,13 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
         or "Received a timeout signal from this local rank" in msg
     ):
         return ("dump_first", _pg_fields(msg)), False
+    if "global timeout from another rank" in msg:
+        # ≈2.2-2.3 heartbeat: notified by the store, without naming the rank that signalled
+        f = _pg_fields(msg)
+        m = _RX["progress"].search(msg)
+        if m:
+            f.update(last_enqueued=int(m.group("e")), last_completed=int(m.group("c")))
+        return ("dump_observed", f), False
     if "dump signal from another rank" in msg:
         return ("dump_observed", _pg_fields(msg)), False
     if "Received a dump signal" in msg:
