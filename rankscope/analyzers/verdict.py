@@ -383,7 +383,11 @@ class VerdictAnalyzer:
             root=last,
             root_label="dataset preprocessing on the main process outlasted the collective timeout",
             culprit_ranks=[rank],
-            extra={"decided_by": "rule: first collectives timed out during dataset preprocessing"},
+            extra={
+                "decided_by": "rule: first collectives timed out during dataset preprocessing",
+                # where the waiting ranks gave up: the proof that they waited on it
+                "symptom": min(early + store, key=lambda e: (etime(e) or "9999", e.file, e.line)),
+            },
         )
 
     def _uncaught(self, ctx: Context, fatal: bool) -> Verdict | None:
@@ -703,6 +707,9 @@ class VerdictAnalyzer:
                     if s is not None and s.severity == "fatal" and s.category == v.category:
                         add(e, s.meaning.split(":")[0].rstrip("."))
                         break
+        sym = v.extra.get("symptom")
+        if sym is not None:
+            add(sym, "the waiting ranks gave up (collective or store timeout)")
         row = v.extra.get("straggler_row")
         if row is not None:
             add(
