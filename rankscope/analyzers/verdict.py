@@ -723,6 +723,9 @@ class VerdictAnalyzer:
                 timeouts[0],
                 f"watchdog timeout: {len({e.rank for e in timeouts})} rank(s) gave up waiting in the collective",
             )
+        blocking = ctx.kinds("blocking_wait_timeout")
+        if blocking:
+            add(blocking[0], "the main thread's blocking wait gave up: the timeout reached Python")
         firsts = ctx.kinds("dump_first")
         if firsts:
             add(firsts[0], "first rank to signal the flight-recorder dump (initiator)")
