@@ -197,7 +197,7 @@ class ChainAnalyzer:
                 "watchdogs_fire",
                 told[0],
                 f"rank {src}'s watchdog fired and signalled the others (named in their "
-                "dump-signal line; its own log is not here)",
+                "dump-signal line; no watchdog line of its own is here)",
                 src,
             )
         down = [e for _, e in ordered if e.kind in DOWN]

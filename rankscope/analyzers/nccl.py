@@ -436,7 +436,7 @@ def _finding_named(ctx: Context, st: _State) -> None:
     ctx.add_finding(
         phase="localization",
         kind="nccl_initiator_named",
-        title=f"Rank(s) {', '.join(map(str, absent[:8]))} signalled a collective timeout (named by the notified ranks; no log of their own here)",
+        title=f"Rank(s) {', '.join(map(str, absent[:8]))} signalled a collective timeout (named by the notified ranks; no watchdog line of their own is here)",
         detail="A notified rank's heartbeat names the global rank that broadcast the dump signal: that rank's own watchdog fired. Its log would show which collective it waited on.",
         confidence=0.85,
         ranks=absent,
