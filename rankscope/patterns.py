@@ -24,7 +24,7 @@ from .signatures import SIG_PATTERNS, Signature
 
 STRUCTURAL: tuple[str, ...] = (
     # PyTorch ProcessGroupNCCL watchdog / heartbeat, all wordings
-    r"Watchdog caught collective operation timeout",
+    r"Watchdog caught",  # also when wrapping cuts the line inside the marker
     r"detected by watchdog at work",
     r"Timeout at NCCL work",
     r"watchdog thread terminated with exception",
@@ -32,6 +32,7 @@ STRUCTURAL: tuple[str, ...] = (
     r"to signal dumping",
     r"to set the dump signal",
     r"dump signal from another rank",
+    r"global timeout from another rank",
     r"Received a dump signal",
     r"Received a timeout signal",
     r"raised the following async exception",
@@ -109,7 +110,10 @@ STRUCTURAL: tuple[str, ...] = (
     # checkpoints, LR/batch-size changes, evaluation, restarts (correlation precursors;
     # rare lines only: never the per-iteration "learning rate:" field)
     r"aving checkpoint at iteration",
+    r"aving checkpoint",  # a save begun: "Saving checkpoint …", "saving checkpoint..."
+    r"aving latest checkpoint",
     r"uccessfully saved checkpoint",
+    r"aved checkpoint",  # a save finished: "Saved checkpoint to …", "saved checkpoint …"
     r"oading checkpoint from",
     r"uccessfully loaded checkpoint",
     r"Saving model checkpoint",

@@ -574,6 +574,39 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "nccl-socket-peer-gone",
+        (r"Net : Call to (?:recv|send)", r"socket[A-Z][A-Za-z]+: Call to (?:recv|send)"),
+        r"(?:Net : |socket[A-Z]\w*: )Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed : (?P<why>.+)",
+        "NCCL's socket layer lost a connection to a peer (its own WARN, or the 'Last error' of an "
+        "ncclRemoteError/ncclSystemError): as often a peer process that died as a broken link.",
+        "NETWORK",
+        "crash",
+        "error",
+        "Look first for a rank that died just before (OOM, segfault, exit); if none, check the "
+        "link to the peer's address (NIC, switch port, firewall).",
+        (
+            "a100-st-p4d24xlarge-7:428021:428235 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.200.84.247<58355> failed : Broken pipe",
+            "socketProgressOpt: Call to recv from 10.31.7.142<33759> failed : Connection reset by peer",
+        ),
+        0.5,  # the same words when the peer process exited
+    ),
+    S(
+        "nccl-socket-unreachable",
+        (r"Net : Connect to ",),
+        r"(?:Net : |socket[A-Z]\w*: )Connect to (?P<peer>\S+) failed : (?P<why>No route to host|Network is unreachable)",
+        "NCCL could not open a socket to a peer's address: no route to it (interface, routing, "
+        "firewall or a NIC that is down).",
+        "NETWORK",
+        "crash",
+        "error",
+        "Check NCCL_SOCKET_IFNAME and the route between the nodes (ip route, ping the peer's "
+        "address from the failing node).",
+        (
+            "ps-5:925:952 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.1.9<54263> failed : No route to host",
+        ),
+        0.8,
+    ),
+    S(
         "c10d-store-unreachable",
         (
             r"RendezvousConnectionError",

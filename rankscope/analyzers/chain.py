@@ -80,7 +80,8 @@ class ChainAnalyzer:
         hang = [e for _, e in ordered if e.kind in HANG]
         hang_start = None
         if hang:
-            h0 = min(hang, key=lambda e: _key(t_of[id(e)]))
+            # the first timeout, preferring one printed on a line of its own (quotable)
+            h0 = min(hang, key=lambda e: (bool(e.fields.get("glued")), _key(t_of[id(e)])))
             ms = h0.fields.get("timeout_ms") or h0.fields.get("ran_ms")
             if t_of[id(h0)] and ms:
                 hang_start = t_of[id(h0)] - timedelta(milliseconds=ms)
@@ -166,7 +167,8 @@ class ChainAnalyzer:
                 )
         # 3. collective hangs, 4. watchdogs fire, 5. processes taken down
         if hang:
-            h0 = min(hang, key=lambda e: _key(t_of[id(e)]))
+            # the first timeout, preferring one printed on a line of its own (quotable)
+            h0 = min(hang, key=lambda e: (bool(e.fields.get("glued")), _key(t_of[id(e)])))
             f = h0.fields
             what = f"collective {f.get('op', '')} seq {f.get('seq', '?')} hung".replace("  ", " ")
             if hang_start:
@@ -180,6 +182,23 @@ class ChainAnalyzer:
                 fire[0],
                 f"watchdogs fired on {n or 'the'} rank(s)",
                 extra=fire[1:2],
+            )
+        nccl = ctx.facts.get("nccl") or {}
+        named = sorted(set(nccl.get("initiators", ())) - set(nccl.get("own", ())))
+        told = [
+            e
+            for _, e in ordered
+            if e.kind == "dump_received" and e.fields.get("from_rank") in named
+        ]
+        if told:
+            # an initiator whose own log is absent: the ranks it signalled name it
+            src = told[0].fields["from_rank"]
+            add(
+                "watchdogs_fire",
+                told[0],
+                f"rank {src}'s watchdog fired and signalled the others (named in their "
+                "dump-signal line; no watchdog line of its own is here)",
+                src,
             )
         down = [e for _, e in ordered if e.kind in DOWN]
         if down:

@@ -7,6 +7,13 @@ Roles (one per rank and process group):
 - ``initiator``: its own watchdog fired and it is inside the collective;
 - ``notified``: it only observed another rank's dump signal;
 - ``waiting``: inside the collective (pending work) without its own timeout.
+
+``initiator_ranks`` (the document's contract) are the ranks whose own watchdog fired:
+ranks that printed a timeout / failure / async error / dump-signal line of their own
+watchdog, plus every rank that a notified rank names in "Received a dump signal due to
+a collective timeout from  rank N" (N's watchdog broadcast the signal, even when N's
+own log is not in the upload). ``first_initiator`` is the one that fired first, only
+where the logs can order them (timestamps, or one file's print order).
 The initiator is usually a victim; the culprit often never logs a timeout.
 Only PG 0's heartbeat prints dump-signal lines, with PG 0's counters.
 """
@@ -14,22 +21,36 @@ Only PG 0's heartbeat prints dump-signal lines, with PG 0's counters.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..model import Event
 from . import Context, register_analyzer
 
+# events that mean the rank's own watchdog fired (a timeout or an error it detected)
 OWN = {
     "watchdog_timeout",
     "watchdog_failure",
     "dump_first",
     "async_exception",
     "blocking_wait_timeout",
+    "watchdog_exit",
 }
-STATE = OWN | {"dump_observed", "dump_received", "fr_status", "comm_aborted", "watchdog_exit"}
+STATE = OWN | {"dump_observed", "dump_received", "fr_status", "comm_aborted"}
+# events carrying the failed work (sequence number, op, timeout)
+WORK_KINDS = ("watchdog_timeout", "async_exception", "blocking_wait_timeout")
+
+Row = dict[str, Any]
 
 
-def _row(rank: int, pg: str, ev: Event) -> dict[str, Any]:
+def quotable(events: list[Event]) -> list[Event]:
+    """``events`` (already in time order) with those printed on a line of their own first:
+    a timeout glued behind a progress bar proves the same thing but quotes badly."""
+    return sorted(events, key=lambda e: bool(e.fields.get("glued")))
+
+
+def _row(rank: int, pg: str, ev: Event) -> Row:
     return {
         "rank": rank,
         "pg": pg,
@@ -44,6 +65,269 @@ def _row(rank: int, pg: str, ev: Event) -> dict[str, Any]:
     }
 
 
+@dataclass
+class _State:
+    """What the steps below build, in order."""
+
+    per_rank: dict[int, dict[str, list[Event]]]
+    rows: dict[tuple[int, str], Row] = field(default_factory=dict)
+    own: set[int] = field(default_factory=set)  # own watchdog fired, seen in their logs
+    named: set[int] = field(default_factory=set)  # named by a notified rank's dump line
+    notified_from: dict[int, int | None] = field(default_factory=dict)
+    notified: set[int] = field(default_factory=set)
+    targets: dict[str, int | None] = field(default_factory=dict)
+    stragglers: list[int] = field(default_factory=list)
+    ahead: list[int] = field(default_factory=list)
+    ordered: list[Row] = field(default_factory=list)
+    all_in: bool = False
+    silent: list[int] = field(default_factory=list)
+
+    @property
+    def initiators(self) -> set[int]:
+        return self.own | self.named
+
+
+# --- step 1: one row per (rank, process group) from each kind of state message -------------
+
+
+def _from_failures(st: _State, rank: int, kinds: dict[str, list[Event]]) -> None:
+    for ev in kinds.get("watchdog_failure", []):
+        pg = ev.fields.get("pg", "?")
+        if (rank, pg) in st.rows or "seq" not in ev.fields:
+            continue
+        r = st.rows[(rank, pg)] = _row(rank, pg, ev)
+        r.update(
+            seq=ev.fields["seq"],
+            last_enqueued=ev.fields["last_enqueued"],
+            last_completed=ev.fields["last_completed"],
+        )
+
+
+def _from_flight_recorder(st: _State, rank: int, kinds: dict[str, list[Event]]) -> None:
+    for ev in kinds.get("fr_status", []):
+        pg = ev.fields.get("pg", "?")
+        if (rank, pg) in st.rows:
+            continue
+        r = st.rows[(rank, pg)] = _row(rank, pg, ev)
+        r.update({k: ev.fields.get(k) for k in ("seq", "op", "timeout_ms")})
+        r.update({k: ev.fields.get(k) for k in ("last_enqueued", "last_completed")})
+
+
+def _from_work(st: _State, rank: int, kinds: dict[str, list[Event]]) -> None:
+    """Timeouts / async errors name the work: its op and timeout complete the row."""
+    for ev in [e for k in WORK_KINDS for e in kinds.get(k, [])]:
+        seq = ev.fields.get("seq")
+        if seq is None:
+            continue
+        match = [r for (rk, _pg), r in st.rows.items() if rk == rank and r["seq"] == seq]
+        if not match:
+            pg = ev.fields.get("pg", "?")
+            if (rank, pg) in st.rows:
+                continue
+            r = st.rows[(rank, pg)] = _row(rank, pg, ev)
+            r["seq"] = seq
+            match = [r]
+        for r in match:
+            r["op"] = r["op"] or ev.fields.get("op")
+            r["timeout_ms"] = r["timeout_ms"] or ev.fields.get("timeout_ms")
+
+
+def _from_dump_signal(st: _State, rank: int, kinds: dict[str, list[Event]]) -> None:
+    """PG 0's heartbeat: "from this local rank" is its own watchdog, "from  rank N" names N."""
+    for ev in kinds.get("dump_received", []) + kinds.get("dump_observed", []):
+        src = ev.fields.get("from_rank")
+        if src is not None:
+            st.notified_from.setdefault(rank, src)
+            if src >= 0:  # -1: the store could not tell which rank signalled
+                st.named.add(src)
+        elif ev.fields.get("from_self"):
+            st.own.add(rank)
+        if (
+            (rank, "0") not in st.rows
+            and (rank, "?") not in st.rows
+            and "last_enqueued" in ev.fields
+        ):
+            r = st.rows[(rank, "0")] = _row(rank, "0", ev)
+            r.update(
+                last_enqueued=ev.fields["last_enqueued"],
+                last_completed=ev.fields["last_completed"],
+            )
+    if kinds.get("dump_observed") and rank not in st.notified_from:
+        st.notified_from[rank] = None
+
+
+ROW_STEPS: tuple[Callable[[_State, int, dict[str, list[Event]]], None], ...] = (
+    _from_failures,
+    _from_flight_recorder,
+    _from_work,
+    _from_dump_signal,
+)
+
+
+def _build_rows(st: _State) -> None:
+    for rank, kinds in st.per_rank.items():
+        if any(k in kinds for k in OWN):
+            st.own.add(rank)
+        for step in ROW_STEPS:
+            step(st, rank, kinds)
+    st.notified = {r for r in st.notified_from if r not in st.own}
+
+
+# --- step 2: the sequence number each process group is stuck on ----------------------------
+
+
+def _target(st: _State, pg: str) -> int | None:
+    in_pg = [r for (_rk, p), r in st.rows.items() if p == pg]
+    seqs = [r["seq"] for r in in_pg if r["seq"] is not None and r["rank"] in st.own]
+    if seqs:
+        return Counter(seqs).most_common(1)[0][0]
+    enq = [r["last_enqueued"] for r in in_pg if r["last_enqueued"] is not None]
+    pending = any(
+        r["last_enqueued"] > r["last_completed"]
+        for r in in_pg
+        if r["last_enqueued"] is not None and r["last_completed"] is not None
+    )
+    # nothing pending on any rank of the group: nobody waits, nothing is stuck there
+    return max(enq) if enq and pending else None
+
+
+def _targets(st: _State) -> None:
+    st.targets = {pg: _target(st, pg) for pg in {pg for (_r, pg) in st.rows}}
+    if "0" in st.targets and "?" in st.targets and st.targets["0"] is None:
+        st.targets["0"] = st.targets["?"]
+
+
+# --- step 3: roles -------------------------------------------------------------------------
+
+
+def _role(st: _State, r: Row) -> str:
+    e, c = r["last_enqueued"], r["last_completed"]
+    tgt = st.targets.get(r["pg"])
+    if tgt is None and r["pg"] == "0":
+        tgt = st.targets.get("?")
+    own = r["rank"] in st.own
+    if e is not None and c is not None and e == c and tgt is not None and c < tgt:
+        return "straggler"
+    if c is not None and tgt is not None and c >= tgt and (not own or r["seq"] not in (None, tgt)):
+        return "ahead"
+    if own:
+        return "initiator"
+    return "notified" if r["rank"] in st.notified else "waiting"
+
+
+def _roles(st: _State) -> None:
+    for r in st.rows.values():
+        tgt = st.targets.get(r["pg"])
+        if tgt is None and r["pg"] == "0":
+            tgt = st.targets.get("?")
+        r["role"] = _role(st, r)
+        r["seq"] = r["seq"] if r["seq"] is not None else tgt
+    _straggler_ops(st)
+    st.stragglers = sorted({r["rank"] for r in st.rows.values() if r["role"] == "straggler"})
+    st.ahead = sorted({r["rank"] for r in st.rows.values() if r["role"] == "ahead"})
+    for rank in st.notified:
+        if any(rk == rank for (rk, _pg) in st.rows):
+            continue
+        kinds = st.per_rank[rank]
+        ev = kinds.get("dump_observed", kinds.get("dump_received", [None]))[0]
+        if ev is not None:
+            st.rows[(rank, "0")] = _row(rank, "0", ev)
+            st.rows[(rank, "0")]["role"] = "notified"
+    st.ordered = sorted(st.rows.values(), key=lambda r: (r["rank"], r["pg"]))
+
+
+def _straggler_ops(st: _State) -> None:
+    """A straggler never logged the op it failed to join: take it from the ranks waiting in it."""
+    ops = Counter(
+        (r["pg"], r["seq"], r["op"])
+        for r in st.rows.values()
+        if r["op"] and r["role"] == "initiator"
+    )
+    for r in st.rows.values():
+        if r["role"] != "straggler" or r["op"]:
+            continue
+        same = [
+            (n, op)
+            for (pg, seq, op), n in ops.items()
+            if seq == r["seq"] and pg in (r["pg"], "?", "0")
+        ]
+        if same:
+            r["op"] = max(same)[1]
+
+
+# --- step 4: job-wide conclusions ----------------------------------------------------------
+
+
+def _coverage(st: _State, ctx: Context) -> None:
+    seen = ctx.facts.get("seen", set())
+    with_state = {r["rank"] for r in st.ordered}
+    in_coll = {
+        r["rank"]
+        for r in st.ordered
+        if r["role"] == "initiator"
+        and r["last_enqueued"] is not None
+        and r["last_completed"] is not None
+        and r["last_enqueued"] > r["last_completed"]
+    }
+    world = ctx.doc["job"].get("world_size") or len(seen)
+    if with_state and len(with_state) >= 0.5 * max(1, len(seen)):
+        st.silent = sorted(seen - with_state)
+    # "Every rank entered" is only said when no rank whose log we have is silent: a
+    # rank that crashed (OOM, segfault) before the collective never entered it, and
+    # calling the hang a fabric problem would contradict that rank's own error.
+    st.all_in = (
+        bool(st.ordered)
+        and not st.stragglers
+        and not st.ahead
+        and not st.silent
+        and len(in_coll) >= max(2, int(0.9 * world))
+    )
+
+
+def _first_initiator(ctx: Context, st: _State) -> dict[str, Any] | None:
+    """The rank whose own watchdog fired first, where the logs order the firings: by
+    timestamp when every firing has one, else by print order when they share one file."""
+    fired = [e for e in ctx.kinds(*sorted(OWN)) if e.rank is not None and e.rank in st.own]
+    if not fired:
+        return None
+    if all(e.time for e in fired):
+        e = min(fired, key=lambda x: (x.time or "", x.file, x.line))
+        how = "timestamp"
+    elif len({e.file for e in fired}) == 1:
+        e = min(fired, key=lambda x: x.line)
+        how = "print order in one file"
+    else:
+        return None
+    return {"rank": e.rank, "time": e.time, "file": e.file, "line": e.line, "by": how}
+
+
+def _publish(ctx: Context, st: _State) -> None:
+    loc = ctx.doc["localization"]
+    loc["nccl"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in st.ordered][
+        : ctx.options.max_nccl_rows
+    ]
+    loc["initiator_ranks"] = sorted(st.initiators)
+    loc["first_initiator"] = _first_initiator(ctx, st)
+    loc["notified_ranks"] = sorted(st.notified)
+    loc["straggler_ranks"] = st.stragglers
+    loc["nccl_groups"] = _groups(st.ordered)
+    if st.notified_from:
+        named = Counter(v for v in st.notified_from.values() if v is not None and v >= 0)
+        loc["dump_signal_from"] = [{"rank": r, "notified": n} for r, n in named.most_common(10)]
+    ctx.facts["nccl"] = {
+        "rows": st.ordered,
+        "targets": st.targets,
+        "own": st.own,
+        "initiators": st.initiators,
+        "notified": st.notified,
+        "stragglers": st.stragglers,
+        "ahead": st.ahead,
+        "all_in_collective": st.all_in,
+        "silent": st.silent,
+        "notified_from": st.notified_from,
+    }
+
+
 class NcclAnalyzer:
     name = "nccl"
     phase = "localization"
@@ -54,338 +338,194 @@ class NcclAnalyzer:
         for e in ctx.events:
             if e.kind in STATE and e.rank is not None:
                 per_rank.setdefault(e.rank, {}).setdefault(e.kind, []).append(e)
-        rows: dict[tuple[int, str], dict[str, Any]] = {}
-        own: set[int] = set()
-        notified_from: dict[int, int | None] = {}
-        for rank, kinds in per_rank.items():
-            if any(k in kinds for k in OWN):
-                own.add(rank)
-            for ev in kinds.get("watchdog_failure", []):
-                pg = ev.fields.get("pg", "?")
-                if (rank, pg) in rows or "seq" not in ev.fields:
-                    continue
-                r = rows[(rank, pg)] = _row(rank, pg, ev)
-                r.update(
-                    seq=ev.fields["seq"],
-                    last_enqueued=ev.fields["last_enqueued"],
-                    last_completed=ev.fields["last_completed"],
-                )
-            for ev in kinds.get("fr_status", []):
-                pg = ev.fields.get("pg", "?")
-                if (rank, pg) in rows:
-                    continue
-                r = rows[(rank, pg)] = _row(rank, pg, ev)
-                r.update(
-                    seq=ev.fields.get("seq"),
-                    op=ev.fields.get("op"),
-                    timeout_ms=ev.fields.get("timeout_ms"),
-                    last_enqueued=ev.fields.get("last_enqueued"),
-                    last_completed=ev.fields.get("last_completed"),
-                )
-            for ev in (
-                kinds.get("watchdog_timeout", [])
-                + kinds.get("async_exception", [])
-                + kinds.get("blocking_wait_timeout", [])
-            ):
-                seq = ev.fields.get("seq")
-                if seq is None:
-                    continue
-                match = [r for (rk, _pg), r in rows.items() if rk == rank and r["seq"] == seq]
-                if not match:
-                    pg = ev.fields.get("pg", "?")
-                    if (rank, pg) in rows:
-                        continue
-                    r = rows[(rank, pg)] = _row(rank, pg, ev)
-                    r["seq"] = seq
-                    match = [r]
-                for r in match:
-                    r["op"] = r["op"] or ev.fields.get("op")
-                    r["timeout_ms"] = r["timeout_ms"] or ev.fields.get("timeout_ms")
-            for ev in kinds.get("dump_received", []):
-                if ev.fields.get("from_rank") is not None:
-                    notified_from.setdefault(rank, ev.fields["from_rank"])
-                elif ev.fields.get("from_self"):
-                    own.add(rank)
-                if (
-                    (rank, "0") not in rows
-                    and (rank, "?") not in rows
-                    and "last_enqueued" in ev.fields
-                ):
-                    r = rows[(rank, "0")] = _row(rank, "0", ev)
-                    r.update(
-                        last_enqueued=ev.fields["last_enqueued"],
-                        last_completed=ev.fields["last_completed"],
-                    )
-            if kinds.get("dump_observed") and rank not in notified_from:
-                notified_from[rank] = None
-        notified = {r for r in notified_from if r not in own}
+        st = _State(per_rank)
+        _build_rows(st)
+        _targets(st)
+        _roles(st)
+        _coverage(st, ctx)
+        _publish(ctx, st)
+        for finding in FINDINGS:
+            finding(ctx, st)
 
-        # the sequence number each process group is stuck on
-        targets: dict[str, int | None] = {}
-        for pg in {pg for (_r, pg) in rows}:
-            seqs = [
-                r["seq"]
-                for (_rk, p), r in rows.items()
-                if p == pg and r["seq"] is not None and r["rank"] in own
-            ]
-            if seqs:
-                targets[pg] = Counter(seqs).most_common(1)[0][0]
-            else:
-                enq = [
-                    r["last_enqueued"]
-                    for (_rk, p), r in rows.items()
-                    if p == pg and r["last_enqueued"] is not None
-                ]
-                pending = any(
-                    r["last_enqueued"] > r["last_completed"]
-                    for (_rk, p), r in rows.items()
-                    if p == pg
-                    and r["last_enqueued"] is not None
-                    and r["last_completed"] is not None
-                )
-                # nothing pending on any rank of the group: nobody waits, nothing is stuck there
-                targets[pg] = max(enq) if enq and pending else None
-        if "0" in targets and "?" in targets and targets["0"] is None:
-            targets["0"] = targets["?"]
-        for r in rows.values():
-            e, c, tgt = r["last_enqueued"], r["last_completed"], targets.get(r["pg"])
-            if tgt is None and r["pg"] == "0":
-                tgt = targets.get("?")
-            if e is not None and c is not None and e == c and tgt is not None and c < tgt:
-                r["role"] = "straggler"
-            elif (c is not None and tgt is not None and c >= tgt and r["rank"] not in own) or (
-                c is not None
-                and tgt is not None
-                and c >= tgt
-                and r["rank"] in own
-                and r["seq"] not in (None, tgt)
-            ):
-                r["role"] = "ahead"
-            elif r["rank"] in own:
-                r["role"] = "initiator"
-            elif r["rank"] in notified:
-                r["role"] = "notified"
-            else:
-                r["role"] = "waiting"
-            r["seq"] = r["seq"] if r["seq"] is not None else tgt
-        # a straggler never logged the op it failed to join: take it from the ranks waiting in it
-        ops = Counter(
-            (r["pg"], r["seq"], r["op"])
-            for r in rows.values()
-            if r["op"] and r["role"] == "initiator"
+
+# --- findings: one function per finding kind ----------------------------------------------
+
+
+def _timeout_what(st: _State, first: Event) -> tuple[str, int | None]:
+    r0 = next((r for r in st.ordered if r["role"] == "initiator" and r["op"]), None)
+    if r0:
+        return f"{r0['op']} seq {r0['seq']}", r0.get("timeout_ms")
+    # no global rank known (e.g. a `what():` line without [rankN]:)
+    ff = first.fields
+    seq = ff.get("seq") if ff.get("seq") is not None else st.targets.get(ff.get("pg") or "0")
+    what = f"{ff.get('op') or 'the collective'} seq {seq if seq is not None else '?'}"
+    return what, ff.get("timeout_ms")
+
+
+def _timeout_who(timeouts: list[Event], rks: list[int]) -> str:
+    if rks:
+        return f"{len(rks)} rank(s)"
+    gr = {(e.fields.get("pg"), e.fields.get("group_rank")) for e in timeouts}
+    gr.discard((None, None))
+    named = ", ".join(f"group rank {g} of PG {p or '?'}" for p, g in sorted(gr, key=str)[:4])
+    return (named or "a rank") + " (global rank not in the log)"
+
+
+def _finding_timeout(ctx: Context, st: _State) -> None:
+    timeouts = quotable(ctx.kinds("watchdog_timeout", "watchdog_failure"))
+    if not timeouts:
+        return
+    rks = sorted({e.rank for e in timeouts if e.rank is not None})
+    what, tms = _timeout_what(st, timeouts[0])
+    to = f" after {tms / 60000:.0f} min" if tms else ""
+    ctx.add_finding(
+        phase="localization",
+        kind="nccl_watchdog_timeout",
+        title=f"{_timeout_who(timeouts, rks)} timed out in {what}{to}",
+        detail="The ranks whose own watchdog fired were waiting inside the collective; they are usually victims of a rank that never joined.",
+        confidence=0.95,
+        ranks=rks,
+        evidence_events=timeouts[:3],
+    )
+
+
+def _finding_stragglers(ctx: Context, st: _State) -> None:
+    rows = st.ordered
+    for rank in st.stragglers[:16]:
+        r = next(x for x in rows if x["rank"] == rank and x["role"] == "straggler")
+        ctx.add_finding(
+            phase="localization",
+            kind="straggler",
+            title=f"Rank {rank} never entered collective {st.targets.get(r['pg']) or r['seq']} (last enqueued = last completed = {r['last_completed']})",
+            detail="No NCCL work was pending on this rank: it was stuck outside NCCL (training loop, data loading, host code) while the others waited.",
+            confidence=0.9,
+            ranks=[rank],
+            hosts=[h for h in [ctx.facts.get("rank_host", {}).get(rank)] if h],
+            evidence_events=[r["_ev"]],
         )
-        for r in rows.values():
-            if r["role"] == "straggler" and not r["op"]:
-                same = [
-                    (n, op)
-                    for (pg, seq, op), n in ops.items()
-                    if seq == r["seq"] and pg in (r["pg"], "?", "0")
-                ]
-                if same:
-                    r["op"] = max(same)[1]
-        stragglers = sorted({r["rank"] for r in rows.values() if r["role"] == "straggler"})
-        ahead = sorted({r["rank"] for r in rows.values() if r["role"] == "ahead"})
-        for rank in notified:
-            if not any(rk == rank for (rk, _pg) in rows):
-                ev = per_rank[rank].get(
-                    "dump_observed", per_rank[rank].get("dump_received", [None])
-                )[0]
-                if ev is not None:
-                    r = rows[(rank, "0")] = _row(rank, "0", ev)
-                    r["role"] = "notified"
-
-        ordered = sorted(rows.values(), key=lambda r: (r["rank"], r["pg"]))
-        loc = ctx.doc["localization"]
-        loc["nccl"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in ordered][
-            : ctx.options.max_nccl_rows
-        ]
-        loc["initiator_ranks"] = sorted(own)
-        loc["notified_ranks"] = sorted(notified)
-        loc["straggler_ranks"] = stragglers
-        loc["nccl_groups"] = _groups(ordered)
-        if notified_from:
-            named = Counter(v for v in notified_from.values() if v is not None)
-            loc["dump_signal_from"] = [{"rank": r, "notified": n} for r, n in named.most_common(10)]
-
-        seen = ctx.facts.get("seen", set())
-        with_state = {r["rank"] for r in ordered}
-        in_coll = [
-            r
-            for r in ordered
-            if r["role"] == "initiator"
-            and r["last_enqueued"] is not None
-            and r["last_completed"] is not None
-            and r["last_enqueued"] > r["last_completed"]
-        ]
-        world = ctx.doc["job"].get("world_size") or len(seen)
-        silent = (
-            sorted(seen - with_state)
-            if with_state and len(with_state) >= 0.5 * max(1, len(seen))
-            else []
-        )
-        # "Every rank entered" is only said when no rank whose log we have is silent: a
-        # rank that crashed (OOM, segfault) before the collective never entered it, and
-        # calling the hang a fabric problem would contradict that rank's own error.
-        all_in = (
-            bool(ordered)
-            and not stragglers
-            and not ahead
-            and not silent
-            and len({r["rank"] for r in in_coll}) >= max(2, int(0.9 * world))
-        )
-        ctx.facts["nccl"] = {
-            "rows": ordered,
-            "targets": targets,
-            "own": own,
-            "notified": notified,
-            "stragglers": stragglers,
-            "ahead": ahead,
-            "all_in_collective": all_in,
-            "silent": silent,
-            "notified_from": notified_from,
-        }
-        self._findings(ctx, per_rank, ordered, targets, stragglers, ahead, notified, all_in, silent)
-
-    def _findings(
-        self,
-        ctx: Context,
-        per_rank: dict[int, dict[str, list[Event]]],
-        rows: list[dict[str, Any]],
-        targets: dict[str, int | None],
-        stragglers: list[int],
-        ahead: list[int],
-        notified: set[int],
-        all_in: bool,
-        silent: list[int],
-    ) -> None:
-        timeouts = ctx.kinds("watchdog_timeout", "watchdog_failure")
-        if timeouts:
-            rks = sorted({e.rank for e in timeouts if e.rank is not None})
-            first = timeouts[0]
-            pg = first.fields.get("pg") or "0"
-            r0 = next((r for r in rows if r["role"] == "initiator" and r["op"]), None)
-            ff = first.fields
-            if r0:
-                what = f"{r0['op']} seq {r0['seq']}"
-                tms = r0.get("timeout_ms")
-            else:  # no global rank known (e.g. a `what():` line without [rankN]:)
-                seq = ff.get("seq") if ff.get("seq") is not None else targets.get(pg)
-                what = f"{ff.get('op') or 'the collective'} seq {seq if seq is not None else '?'}"
-                tms = ff.get("timeout_ms")
-            to = f" after {tms / 60000:.0f} min" if tms else ""
-            if rks:
-                who = f"{len(rks)} rank(s)"
-            else:
-                gr = {(e.fields.get("pg"), e.fields.get("group_rank")) for e in timeouts}
-                gr.discard((None, None))
-                who = (
-                    ", ".join(
-                        f"group rank {g} of PG {p or '?'}" for p, g in sorted(gr, key=str)[:4]
-                    )
-                    if gr
-                    else "a rank"
-                ) + " (global rank not in the log)"
-            ctx.add_finding(
-                phase="localization",
-                kind="nccl_watchdog_timeout",
-                title=f"{who} timed out in {what}{to}",
-                detail="The ranks whose own watchdog fired were waiting inside the collective; they are usually victims of a rank that never joined.",
-                confidence=0.95,
-                ranks=rks,
-                evidence_events=[first] + [e for e in timeouts[1:3]],
-            )
-        for rank in stragglers[:16]:
-            r = next(x for x in rows if x["rank"] == rank and x["role"] == "straggler")
-            ev = r["_ev"]
-            ctx.add_finding(
-                phase="localization",
-                kind="straggler",
-                title=f"Rank {rank} never entered collective {targets.get(r['pg']) or r['seq']} (last enqueued = last completed = {r['last_completed']})",
-                detail="No NCCL work was pending on this rank: it was stuck outside NCCL (training loop, data loading, host code) while the others waited.",
-                confidence=0.9,
-                ranks=[rank],
-                hosts=[h for h in [ctx.facts.get("rank_host", {}).get(rank)] if h],
-                evidence_events=[ev],
-            )
-        firsts = ctx.kinds("dump_first")
-        if firsts:
-            e = firsts[0]
-            ctx.add_finding(
-                phase="localization",
-                kind="nccl_initiator",
-                title=f"Rank {e.rank} was the first to signal the flight-recorder dump ({len({x.rank for x in firsts})} rank(s) signalled)",
-                detail="The initiator is the first rank whose watchdog fired; it is usually a victim waiting on the culprit.",
-                confidence=0.8,
-                ranks=sorted({x.rank for x in firsts if x.rank is not None}),
-                evidence_events=[e],
-            )
-        if notified:
-            evs = [
-                per_rank[r].get("dump_received", per_rank[r].get("dump_observed", []))[0]
-                for r in sorted(notified)
-            ]
-            ctx.add_finding(
-                phase="localization",
-                kind="nccl_notified",
-                title=f"{len(notified)} rank(s) only observed another rank's dump signal",
-                detail="These ranks did not detect the failure themselves.",
-                confidence=0.8,
-                ranks=sorted(notified),
-                evidence_events=evs[:3],
-            )
-        if ahead:
-            ev = next(r["_ev"] for r in rows if r["rank"] == ahead[0] and r["role"] == "ahead")
-            ctx.add_finding(
-                phase="localization",
-                kind="nccl_ahead",
-                title=f"Rank(s) {', '.join(map(str, ahead[:8]))} completed the collective the others wait on",
-                detail="Typical of a broadcast root, which can complete its send before the receivers join.",
-                confidence=0.7,
-                ranks=ahead,
-                evidence_events=[ev],
-            )
-        if all_in:
-            evs = [r["_ev"] for r in rows if r["role"] == "initiator"][:3]
-            ctx.add_finding(
-                phase="localization",
-                kind="all_ranks_in_collective",
-                title="Every rank entered the stuck collective and none completed it",
-                detail="No rank is missing from the collective: the collective itself did not complete (fabric, NCCL), not a straggler.",
-                confidence=0.8,
-                ranks=sorted({r["rank"] for r in rows}),
-                evidence_events=evs,
-            )
-        if silent and len(silent) <= 32:
-            evs = [e for e in ctx.events if e.rank in set(silent)][:3]
-            ctx.add_finding(
-                phase="localization",
-                kind="ranks_without_nccl_state",
-                title=f"Rank(s) {', '.join(map(str, silent[:16]))} printed no watchdog or dump message",
-                detail="A rank that crashed or hung before the others timed out often prints nothing from the watchdog.",
-                confidence=0.6,
-                ranks=silent,
-                evidence_events=evs,
-            )
 
 
-def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _finding_first_signal(ctx: Context, st: _State) -> None:
+    firsts = ctx.kinds("dump_first")
+    if not firsts:
+        return
+    e = firsts[0]
+    ctx.add_finding(
+        phase="localization",
+        kind="nccl_initiator",
+        title=f"Rank {e.rank} was the first to signal the flight-recorder dump ({len({x.rank for x in firsts})} rank(s) signalled)",
+        detail="An initiator is a rank whose own watchdog fired; it is usually a victim waiting on the culprit.",
+        confidence=0.8,
+        ranks=sorted({x.rank for x in firsts if x.rank is not None}),
+        evidence_events=[e],
+    )
+
+
+def _finding_named(ctx: Context, st: _State) -> None:
+    """Initiators known only because notified ranks name them (their own log is absent)."""
+    absent = sorted(st.named - st.own)
+    if not absent:
+        return
+    evs = [
+        e
+        for e in ctx.kinds("dump_received")
+        if e.fields.get("from_rank") in set(absent) and e.rank is not None
+    ]
+    if not evs:
+        return
+    ctx.add_finding(
+        phase="localization",
+        kind="nccl_initiator_named",
+        title=f"Rank(s) {', '.join(map(str, absent[:8]))} signalled a collective timeout (named by the notified ranks; no watchdog line of their own is here)",
+        detail="A notified rank's heartbeat names the global rank that broadcast the dump signal: that rank's own watchdog fired. Its log would show which collective it waited on.",
+        confidence=0.85,
+        ranks=absent,
+        evidence_events=evs[:3],
+    )
+
+
+def _finding_notified(ctx: Context, st: _State) -> None:
+    if not st.notified:
+        return
+    evs = [
+        st.per_rank[r].get("dump_received", st.per_rank[r].get("dump_observed", []))[0]
+        for r in sorted(st.notified)
+    ]
+    ctx.add_finding(
+        phase="localization",
+        kind="nccl_notified",
+        title=f"{len(st.notified)} rank(s) only observed another rank's dump signal",
+        detail="These ranks did not detect the failure themselves.",
+        confidence=0.8,
+        ranks=sorted(st.notified),
+        evidence_events=evs[:3],
+    )
+
+
+def _finding_ahead(ctx: Context, st: _State) -> None:
+    if not st.ahead:
+        return
+    ev = next(r["_ev"] for r in st.ordered if r["rank"] == st.ahead[0] and r["role"] == "ahead")
+    ctx.add_finding(
+        phase="localization",
+        kind="nccl_ahead",
+        title=f"Rank(s) {', '.join(map(str, st.ahead[:8]))} completed the collective the others wait on",
+        detail="Typical of a broadcast root, which can complete its send before the receivers join.",
+        confidence=0.7,
+        ranks=st.ahead,
+        evidence_events=[ev],
+    )
+
+
+def _finding_all_in(ctx: Context, st: _State) -> None:
+    if not st.all_in:
+        return
+    ctx.add_finding(
+        phase="localization",
+        kind="all_ranks_in_collective",
+        title="Every rank entered the stuck collective and none completed it",
+        detail="No rank is missing from the collective: the collective itself did not complete (fabric, NCCL), not a straggler.",
+        confidence=0.8,
+        ranks=sorted({r["rank"] for r in st.ordered}),
+        evidence_events=[r["_ev"] for r in st.ordered if r["role"] == "initiator"][:3],
+    )
+
+
+def _finding_silent(ctx: Context, st: _State) -> None:
+    if not st.silent or len(st.silent) > 32:
+        return
+    silent = set(st.silent)
+    ctx.add_finding(
+        phase="localization",
+        kind="ranks_without_nccl_state",
+        title=f"Rank(s) {', '.join(map(str, st.silent[:16]))} printed no watchdog or dump message",
+        detail="A rank that crashed or hung before the others timed out often prints nothing from the watchdog.",
+        confidence=0.6,
+        ranks=st.silent,
+        evidence_events=[e for e in ctx.events if e.rank in silent][:3],
+    )
+
+
+FINDINGS: tuple[Callable[[Context, _State], None], ...] = (
+    _finding_timeout,
+    _finding_stragglers,
+    _finding_first_signal,
+    _finding_named,
+    _finding_notified,
+    _finding_ahead,
+    _finding_all_in,
+    _finding_silent,
+)
+
+
+def _groups(rows: list[Row]) -> list[dict[str, Any]]:
     """Rows grouped by identical state (for a compact display of thousands of ranks)."""
     groups: dict[tuple[Any, ...], list[int]] = {}
     for r in rows:
         key = (r["role"], r["pg"], r["seq"], r["op"], r["last_enqueued"], r["last_completed"])
         groups.setdefault(key, []).append(r["rank"])
-    out = [
-        {
-            "role": k[0],
-            "pg": k[1],
-            "seq": k[2],
-            "op": k[3],
-            "last_enqueued": k[4],
-            "last_completed": k[5],
-            "ranks": v,
-        }
-        for k, v in groups.items()
-    ]
+    keys = ("role", "pg", "seq", "op", "last_enqueued", "last_completed")
+    out = [{**dict(zip(keys, k, strict=True)), "ranks": v} for k, v in groups.items()]
     order = {"straggler": 0, "ahead": 1, "initiator": 2, "waiting": 3, "notified": 4}
     out.sort(key=lambda g: (order.get(g["role"], 9), -len(g["ranks"])))
     return out

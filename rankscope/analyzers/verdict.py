@@ -17,8 +17,10 @@ from typing import Any
 from ..model import Event, evidence
 from ..signatures import BY_ID, exception_rule
 from . import Context, register_analyzer
+from .activity import activity_hang
 from .advice import recommendations, summary
 from .failures import etime
+from .nccl import quotable
 
 NON_FATAL = {"data_error", "storage_error", "retry_exhausted", "connection_error", "retry"}
 DATA_SYMPTOMS = {"data_error", "retry", "connection_error", "retry_exhausted", "storage_error"}
@@ -302,8 +304,11 @@ class VerdictAnalyzer:
         uncaught = self._uncaught(ctx, fatal)
         if uncaught is not None:
             return uncaught
+        act = activity_hang(ctx)  # what the job was doing when the collective stalled
+        if act is not None:
+            return Verdict(**act)
         if ctx.by_kind.get("watchdog_timeout") or ctx.by_kind.get("watchdog_failure"):
-            ev = ctx.kinds("watchdog_timeout", "watchdog_failure")[0]
+            ev = quotable(ctx.kinds("watchdog_timeout", "watchdog_failure"))[0]
             silent = nccl.get("silent", [])
             network_said = any(
                 ctx.by_kind.get(k) for k in ("network_error", "nccl_error", "connection_error")
@@ -378,7 +383,11 @@ class VerdictAnalyzer:
             root=last,
             root_label="dataset preprocessing on the main process outlasted the collective timeout",
             culprit_ranks=[rank],
-            extra={"decided_by": "rule: first collectives timed out during dataset preprocessing"},
+            extra={
+                "decided_by": "rule: first collectives timed out during dataset preprocessing",
+                # where the waiting ranks gave up: the proof that they waited on it
+                "symptom": min(early + store, key=lambda e: (etime(e) or "9999", e.file, e.line)),
+            },
         )
 
     def _uncaught(self, ctx: Context, fatal: bool) -> Verdict | None:
@@ -698,6 +707,9 @@ class VerdictAnalyzer:
                     if s is not None and s.severity == "fatal" and s.category == v.category:
                         add(e, s.meaning.split(":")[0].rstrip("."))
                         break
+        sym = v.extra.get("symptom")
+        if sym is not None:
+            add(sym, "the waiting ranks gave up (collective or store timeout)")
         row = v.extra.get("straggler_row")
         if row is not None:
             add(
@@ -705,12 +717,15 @@ class VerdictAnalyzer:
                 f"rank {row['rank']} never entered collective {row['seq']} (last enqueued = last completed = {row['last_completed']})",
                 row["rank"],
             )
-        timeouts = ctx.kinds("watchdog_timeout", "watchdog_failure")
+        timeouts = quotable(ctx.kinds("watchdog_timeout", "watchdog_failure"))
         if timeouts:
             add(
                 timeouts[0],
                 f"watchdog timeout: {len({e.rank for e in timeouts})} rank(s) gave up waiting in the collective",
             )
+        blocking = ctx.kinds("blocking_wait_timeout")
+        if blocking:
+            add(blocking[0], "the main thread's blocking wait gave up: the timeout reached Python")
         firsts = ctx.kinds("dump_first")
         if firsts:
             add(firsts[0], "first rank to signal the flight-recorder dump (initiator)")

@@ -45,7 +45,7 @@ _RX: dict[str, re.Pattern[str]] = {
         r"last completed NCCL work: (?P<c>-?\d+)"
     ),
     "received": re.compile(
-        r"Received a dump signal due to a collective timeout from\s+(?:(?P<self>this local rank)|rank (?P<from>\d+))"
+        r"Received a dump signal due to a collective timeout from\s+(?:(?P<self>this local rank)|rank (?P<from>-?\d+))"
         r".*?Last enqueued NCCL work: (?P<e>-?\d+), last completed NCCL work: (?P<c>-?\d+)"
     ),
     "progress": re.compile(
@@ -148,13 +148,45 @@ def classify(msg: str) -> tuple[Result, bool]:
     return _classify_other(msg), False
 
 
+_TIMEOUT_MARK = "Watchdog caught collective operation timeout"
+# an envelope inside a peeled message, right behind other text (no space or column
+# separator between): the message was glued behind other output (a progress bar
+# without a newline, another rank's partial line)
+_ENV_INSIDE = re.compile(
+    r"(?:\[[\w-]+\]:)*(?:\[[IWEF]\d{3,4} \d\d:\d\d:\d\d[.\d]*\s*\d* [\w.]+:\d+\]"
+    r"|\[[IWEF] [\w.]+:\d+\]|\[(?:rank|default)\d+\]:)"
+)
+
+
+def _glued(msg: str, end: int) -> bool:
+    return any(
+        m.start() > 0 and msg[m.start() - 1] not in " \t|"
+        for m in _ENV_INSIDE.finditer(msg, 0, end)
+    )
+
+
+def _cut_timeout(msg: str) -> bool:
+    """The timeout message cut by terminal wrapping inside its own marker words
+    ("… [Rank 2] Watchdog caught ⏎ collective operation timeout: …")."""
+    i = msg.find("Watchdog caught")
+    return i >= 0 and _TIMEOUT_MARK.startswith(msg[i:].rstrip())
+
+
 def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
-    if "Watchdog caught collective operation timeout" in msg:
+    if _TIMEOUT_MARK not in msg and _cut_timeout(msg):
+        f = _pg_fields(msg)
+        w = WORK_RANK.search(msg)
+        if w:
+            f["work_rank"] = int(w.group("r"))
+        return ("watchdog_timeout", f), True
+    if _TIMEOUT_MARK in msg:
         f = _work_fields(msg)
         m = _RX["timeout"].search(msg)
         if m:
             f["ran_ms"] = int(m.group("ran"))
         f.update(_pg_fields(msg))
+        if _glued(msg, msg.find(_TIMEOUT_MARK)):
+            f["glued"] = True  # printed behind other output on the same line
         if "thread terminated with exception" in msg:
             f["via"] = "watchdog_exit"
         return ("watchdog_timeout", f), "seq" not in f
@@ -184,6 +216,13 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
         or "Received a timeout signal from this local rank" in msg
     ):
         return ("dump_first", _pg_fields(msg)), False
+    if "global timeout from another rank" in msg:
+        # ≈2.2-2.3 heartbeat: notified by the store, without naming the rank that signalled
+        f = _pg_fields(msg)
+        m = _RX["progress"].search(msg)
+        if m:
+            f.update(last_enqueued=int(m.group("e")), last_completed=int(m.group("c")))
+        return ("dump_observed", f), False
     if "dump signal from another rank" in msg:
         return ("dump_observed", _pg_fields(msg)), False
     if "Received a dump signal" in msg:
@@ -455,9 +494,15 @@ def _lifecycle(msg: str) -> Result:
         "uccessfully saved checkpoint" in msg
         or "is ready now" in msg
         or ", saving model to " in msg
+        or "aved checkpoint" in msg
     ):
         return "checkpoint_saved", _step_of(msg)
-    if "aving checkpoint at iteration" in msg or "Saving model checkpoint" in msg:
+    if (
+        "aving checkpoint at iteration" in msg
+        or "Saving model checkpoint" in msg
+        or "aving checkpoint" in msg
+        or "aving latest checkpoint" in msg
+    ):
         return "checkpoint_save", _step_of(msg)
     if (
         "oading checkpoint from" in msg

@@ -78,6 +78,40 @@ _NCCL_KINDS = {
 }
 
 
+# NCCL messages a fixed-width terminal may split right before their marker words
+_NCCL_WRAPPED = _NCCL_KINDS | {
+    "watchdog_hang",
+    "dump_first",
+    "dump_observed",
+    "dump_received",
+    "fatal_terminate",
+}
+
+
+def _bare(env: Any) -> bool:
+    """A physical line with no envelope at all (a continuation of a wrapped line)."""
+    return env.rank is None and env.level is None and not env.wrapped
+
+
+def _join_back(
+    block: bytearray, s: int, msg: str, kind: str
+) -> tuple[str, Any, tuple[str, dict[str, Any]]] | None:
+    """The line above carries a glog envelope and no message of its own that we know, and
+    with this line appended it reads as the same message: the message starts there."""
+    if s <= 0 or block[s - 1 : s] != b"\n":
+        return None
+    p0 = block.rfind(b"\n", 0, s - 1) + 1
+    praw = block[p0 : s - 1].decode("utf-8", errors="replace").rstrip("\r")
+    penv = peel(praw)
+    if penv.level is None or classify(penv.message)[0] is not None:
+        return None
+    for joiner in ("", " "):
+        (r2, more2) = classify(penv.message + joiner + msg)
+        if r2 is not None and r2[0] == kind and not more2:
+            return praw, penv, r2
+    return None
+
+
 class _Collector:
     """Applies the per-(kind, rank) cap while keeping true counts."""
 
@@ -351,6 +385,12 @@ class TextLogParser:
                 res, needs_more = (kind0, {**sf, **f0, "sig": sig.id}), False
         used_end = e
         cont_line = None
+        if res is not None and res[0] in _NCCL_WRAPPED and _bare(env):
+            # terminal wrapping put the message's start (and its envelope) on the line above
+            back = _join_back(block, s, env.message, res[0])
+            if back is not None:
+                raw, env, res = back
+                line -= 1
         if needs_more:
             # terminal wrapping: join up to two following lines, peeled, and retry
             msg = env.message

@@ -1,0 +1,97 @@
+"""Who counts as an initiator (``localization.initiator_ranks``): every rank whose own
+watchdog fired, in every wording, including ranks only named by the notified ones."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rankscope.cli import parse_paths
+from rankscope.document import analyze
+
+PG0 = "[PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+RECEIVED = (
+    "Received a dump signal due to a collective timeout from  rank {src} and we will try our "
+    "best to dump the debug info. Last enqueued NCCL work: 460631, last completed NCCL work: "
+    "460630.This is most likely caused by incorrect usages of collectives, e.g., wrong sizes "
+    "used across ranks, the order of collectives is not same for all ranks or the scheduled "
+    "collective, for some reason, didn't run. Additionally, this can be caused by GIL deadlock "
+    "or other reasons such as network errors or bugs in the communications library (e.g. "
+    "NCCL), etc. "
+)
+TIMEOUT = (
+    "[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, "
+    "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for {ms} milliseconds "
+    "before timing out."
+)
+
+
+def _doc(tmp_path: Path, lines: list[str]) -> dict[str, Any]:
+    p = tmp_path / "train.log"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return analyze(parse_paths([p], jobs=1))
+
+
+def _glog(r: int, t: str, msg: str) -> str:
+    return f"[rank{r}]:[E1005 05:20:{t} ProcessGroupNCCL.cpp:1746] {msg}"
+
+
+def test_a_rank_named_in_the_dump_signal_is_an_initiator_without_its_log(tmp_path: Path) -> None:
+    lines = [
+        _glog(
+            r,
+            "03.110823792",
+            PG0.format(r=r) + "Observed flight recorder dump signal from "
+            "another rank via TCPStore.",
+        )
+        for r in (0, 1)
+    ] + [_glog(r, "03.110956967", PG0.format(r=r) + RECEIVED.format(src=34)) for r in (0, 1)]
+    loc = _doc(tmp_path, lines)["localization"]
+    assert loc["initiator_ranks"] == [34]
+    assert loc["notified_ranks"] == [0, 1]
+    assert not any(row["rank"] == 34 for row in loc["nccl"])  # no state of its own here
+
+
+def test_a_store_that_cannot_tell_names_nobody(tmp_path: Path) -> None:
+    lines = [_glog(0, "03.110956967", PG0.format(r=0) + RECEIVED.format(src=-1))]
+    loc = _doc(tmp_path, lines)["localization"]
+    assert loc["initiator_ranks"] == []
+
+
+def test_every_rank_whose_watchdog_fired_and_the_first_one(tmp_path: Path) -> None:
+    lines = [
+        f"[E ProcessGroupNCCL.cpp:475] {TIMEOUT.format(r=2, ms=1800328)}",
+        f"[E ProcessGroupNCCL.cpp:475] {TIMEOUT.format(r=1, ms=1800572)}",
+        f"[E ProcessGroupNCCL.cpp:475] {TIMEOUT.format(r=3, ms=1800655)}",
+    ]
+    loc = _doc(tmp_path, lines)["localization"]
+    assert loc["initiator_ranks"] == [1, 2, 3]
+    assert loc["first_initiator"]["rank"] == 2  # print order in one file, no timestamps
+
+
+def test_a_timeout_wrapped_after_its_first_words_is_read(tmp_path: Path) -> None:
+    full = TIMEOUT.format(r=2, ms=600888)
+    cut = full.index("collective operation")
+    lines = [
+        "[default0]:Grouping texts in chunks of 2049:   8%|▊         | 726000/9672101 "
+        "[02:32<30:38, 4866.01 examples/s][default2]:[E ProcessGroupNCCL.cpp:475] " + full[:cut],
+        full[cut:],
+        f"[default3]:[E ProcessGroupNCCL.cpp:475] {TIMEOUT.format(r=3, ms=600892)}",
+    ]
+    doc = _doc(tmp_path, lines)
+    assert doc["localization"]["initiator_ranks"] == [2, 3]
+    # the evidence quotes the timeout printed on a line of its own, not the glued one
+    f = next(x for x in doc["findings"] if x["kind"] == "nccl_watchdog_timeout")
+    assert f["evidence"][0]["line"] == 3
+
+
+def test_the_older_global_timeout_wording_is_a_notified_rank(tmp_path: Path) -> None:
+    lines = [
+        "[rank5]:[E ProcessGroupNCCL.cpp:1255] [PG 0 Rank 5] Received a global timeout from "
+        "another rank and will start to dump the debug info. Last enqueued NCCL work: 90, last "
+        "completed NCCL work: 90.",
+        f"[rank1]:[E ProcessGroupNCCL.cpp:563] {TIMEOUT.format(r=1, ms=1800123)}",
+    ]
+    loc = _doc(tmp_path, lines)["localization"]
+    assert loc["initiator_ranks"] == [1]
+    assert loc["notified_ranks"] == [5]
