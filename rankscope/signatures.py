@@ -585,7 +585,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Look first for a rank that died just before (OOM, segfault, exit); if none, check the "
         "link to the peer's address (NIC, switch port, firewall).",
         (
-            "a100-st-p4d24xlarge-7:428021:428235 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.200.84.247<58355> failed : Broken pipe",
+            "gpuq-st-p4d24xlarge-3:428021:428235 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.200.84.247<58355> failed : Broken pipe",
             "socketProgressOpt: Call to recv from 10.31.7.142<33759> failed : Connection reset by peer",
         ),
         0.5,  # the same words when the peer process exited
@@ -602,7 +602,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Check NCCL_SOCKET_IFNAME and the route between the nodes (ip route, ping the peer's "
         "address from the failing node).",
         (
-            "ps-5:925:952 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.1.9<54263> failed : No route to host",
+            "wn-3:925:952 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.1.9<54263> failed : No route to host",
         ),
         0.8,
     ),
