@@ -167,3 +167,25 @@ def test_a_proposal_id_longer_than_any_proposal_is_not_found(owner_client, incid
     resp = owner_client.post(_url(incident, "proposal_dismiss", "hypotheses", "p" * 121))
     assert resp.status_code == 404
     assert _events(incident) == events
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "message"),
+    [
+        ("why_chain_add", {"title": "w" * 301}, "at most 300 characters (it has 301)"),
+        ("factor_add", {"text": "f" * 2001}, "at most 2000 characters (it has 2001)"),
+        ("fix_add", {"title": "ok", "kind": "someday"}, "someday is not one of the"),
+        ("action_add", {"text": "ok", "due_date": "soon"}, "Due date must be a date"),
+        ("actions_seed", {"checklist": "nope"}, "Unknown checklist."),
+    ],
+)
+def test_without_htmx_each_section_shows_its_refused_form_on_the_page(
+    owner_client, incident, name, data, message
+):
+    events = _events(incident)
+    resp = owner_client.post(_url(incident, name), data)
+    assert resp.status_code == 422
+    html = resp.content.decode()
+    assert "<html" in html and message in html
+    assert html.count('class="error" role="alert"') == 1  # in the one section that was sent
+    assert _events(incident) == events
