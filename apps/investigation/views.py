@@ -2,8 +2,11 @@
 
 Every POST works as a plain form (redirect back to the incident page at the section's
 anchor) and as an htmx request (the section partial is re-rendered in place). Access:
-``incident_get_for_user`` (404 for outsiders), then records are looked up inside
-that incident.
+``incident_get_for_user`` (404 for outsiders, before the form is read), then records
+are looked up inside that incident. The fields are read through
+``apps.investigation.forms``; a refused form or write answers 422 (409 for a lost
+compare-and-set) with the section — or the whole page without htmx — showing the error
+at the field of the form that was sent and what was typed in it.
 """
 
 from __future__ import annotations
