@@ -59,7 +59,10 @@ def token_list(request: HttpRequest, team_code: str) -> HttpResponse:
     template = "accounts/tokens.html"
     if request.htmx:
         template = "accounts/tokens.html#tokens"
-    return render(request, template, context)
+    # A refused form (a name over 120 characters, an unknown scope) answers 422 with the
+    # error at its field; htmx swaps 422 (templates/base.html).
+    status = 422 if form.is_bound and form.errors else 200
+    return render(request, template, context, status=status)
 
 
 @require_POST

@@ -57,3 +57,21 @@ class IncidentFilterForm(forms.Form):
     def __init__(self, *args, clusters: list[str] | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["cluster"].choices = [("", "Any cluster")] + [(c, c) for c in clusters or []]
+
+
+NOTE_MAX = 2000
+
+
+class PhaseForm(forms.Form):
+    """Move the investigation to a phase, with what was concluded (written to the timeline)."""
+
+    phase = forms.ChoiceField(
+        choices=Phase.choices, error_messages={"invalid_choice": "Unknown phase “%(value)s”."}
+    )
+    note = forms.CharField(required=False, max_length=NOTE_MAX, strip=False)
+
+
+class StatusForm(forms.Form):
+    status = forms.ChoiceField(
+        choices=Status.choices, error_messages={"invalid_choice": "Unknown status “%(value)s”."}
+    )

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import ValidationError
@@ -10,8 +12,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from apps.accounts.selectors import team_list_for_user
 from apps.incidents import selectors, services
-from apps.incidents.forms import IncidentFilterForm, IncidentForm
-from apps.incidents.models import Phase, Status
+from apps.incidents.forms import IncidentFilterForm, IncidentForm, PhaseForm, StatusForm
+from apps.incidents.models import Incident, Phase, Status
 
 
 @require_GET
@@ -63,34 +65,50 @@ def incident_create(request: HttpRequest) -> HttpResponse:
     return render(request, "incidents/create.html", context)
 
 
-@require_GET
-@login_required
-def incident_detail(request: HttpRequest, code: str) -> HttpResponse:
-    """The guided incident page: the first screen, then the five phases as steps."""
+def incident_page_response(
+    request: HttpRequest,
+    incident: Incident,
+    *,
+    extra: dict[str, Any] | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """The incident page; a refused POST renders it again with its errors in `extra`."""
     from apps.investigation.page import incident_page_context
 
-    incident = selectors.incident_get_for_user(user=request.user, code=code)
     context = {
         "incident": incident,
         "phases": selectors.incident_phase_durations(incident=incident),
         "events": incident.events.select_related("actor").order_by("-at", "-pk")[:50],
         "statuses": Status,
         "phase_choices": Phase.choices,
+        "phase_form": PhaseForm(),
         **incident_page_context(incident=incident),
+        **(extra or {}),
     }
-    return render(request, "incidents/detail.html", context)
+    return render(request, "incidents/detail.html", context, status=status)
+
+
+@require_GET
+@login_required
+def incident_detail(request: HttpRequest, code: str) -> HttpResponse:
+    """The guided incident page: the first screen, then the five phases as steps."""
+    incident = selectors.incident_get_for_user(user=request.user, code=code)
+    return incident_page_response(request, incident)
 
 
 @require_POST
 @login_required
 def incident_phase(request: HttpRequest, code: str) -> HttpResponse:
     incident = selectors.incident_get_for_user(user=request.user, code=code)
+    form = PhaseForm(request.POST)
+    if not form.is_valid():
+        return incident_page_response(request, incident, extra={"phase_form": form}, status=422)
     try:
         services.incident_change_phase(
             incident=incident,
-            to_phase=request.POST.get("phase", ""),
+            to_phase=form.cleaned_data["phase"],
             actor=request.user,
-            note=request.POST.get("note", "")[:2000],
+            note=form.cleaned_data["note"],
         )
     except services.TransitionError as exc:
         messages.error(request, str(exc))
@@ -101,9 +119,12 @@ def incident_phase(request: HttpRequest, code: str) -> HttpResponse:
 @login_required
 def incident_status(request: HttpRequest, code: str) -> HttpResponse:
     incident = selectors.incident_get_for_user(user=request.user, code=code)
+    form = StatusForm(request.POST)
+    if not form.is_valid():
+        return incident_page_response(request, incident, extra={"status_form": form}, status=422)
     try:
         services.incident_change_status(
-            incident=incident, to_status=request.POST.get("status", ""), actor=request.user
+            incident=incident, to_status=form.cleaned_data["status"], actor=request.user
         )
     except services.TransitionError as exc:
         messages.error(request, str(exc))

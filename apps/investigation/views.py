@@ -2,29 +2,32 @@
 
 Every POST works as a plain form (redirect back to the incident page at the section's
 anchor) and as an htmx request (the section partial is re-rendered in place). Access:
-``incident_get_for_user`` (404 for outsiders), then records are looked up inside
-that incident.
+``incident_get_for_user`` (404 for outsiders, before the form is read), then records
+are looked up inside that incident. The fields are read through
+``apps.investigation.forms``; a refused form or write answers 422 (409 for a lost
+compare-and-set) with the section — or the whole page without htmx — showing the error
+at the field of the form that was sent and what was typed in it.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from django.contrib import messages
+from django import forms
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from apps.incidents.models import Incident
 from apps.incidents.selectors import incident_get_for_user
+from apps.incidents.views import incident_page_response
 from apps.investigation import charts, protocol, selectors, services
+from apps.investigation import forms as inv_forms
 from apps.investigation.models import ActionStatus, HypothesisStatus, Priority
-from apps.investigation.verification import parse_trials
 
 SECTIONS = {
     "hypotheses": "section-hypotheses",
@@ -68,38 +71,61 @@ def _respond(request: HttpRequest, incident: Incident, section: str) -> HttpResp
     return redirect(reverse("incidents:detail", args=[incident.code]) + f"#{SECTIONS[section]}")
 
 
-def _fail(request: HttpRequest, incident: Incident, section: str, exc: Exception) -> HttpResponse:
+def _refuse(
+    request: HttpRequest,
+    incident: Incident,
+    section: str,
+    *,
+    form: forms.Form | None = None,
+    key: str = "",
+    error: str = "",
+    status: int = 422,
+) -> HttpResponse:
+    """Answer a refused write: the section (htmx) or the whole incident page, with the
+    message on top and the form's errors at its fields, the typed text kept in them."""
+    failed = {"key": key, "form": form} if form is not None else None
+    if form is not None and not error:
+        error = " ".join(form.non_field_errors()) or "Not saved: see the fields marked below."
+    extra = {"error": error, "error_section": section, "failed": failed}
     if request.htmx:
-        ctx = section_context(incident=incident)
-        ctx["error"] = str(exc)
-        ctx["posted"] = request.POST
-        # 409 when someone else changed the record first (a lost compare-and-set).
-        status = 409 if isinstance(exc, services.ConflictError) else 422
+        ctx = {**section_context(incident=incident), **extra}
         return render(request, f"investigation/sections.html#{section}", ctx, status=status)
-    messages.error(request, str(exc))
-    return redirect(reverse("incidents:detail", args=[incident.code]) + f"#{SECTIONS[section]}")
+    return incident_page_response(request, incident, extra=extra, status=status)
 
 
 def _incident(request: HttpRequest, code: str) -> Incident:
     return incident_get_for_user(user=request.user, code=code)
 
 
-def _act(
-    request: HttpRequest, code: str, section: str, work: Callable[[Incident], object]
+def _submit(
+    request: HttpRequest,
+    incident: Incident,
+    section: str,
+    form: forms.Form,
+    work: Callable[[], object],
+    *,
+    key: str,
 ) -> HttpResponse:
-    """Load the incident for this user (404 for outsiders, before anything is read from
-    the form), run `work` on it, answer with the section (htmx) or a redirect; an
-    InvestigationError is shown in the section with status 422 (409 for a ConflictError)."""
-    incident = _incident(request, code)
+    """Validate `form` (422 with field errors, nothing stored), run `work`, answer with the
+    section (htmx) or a redirect; an InvestigationError is shown in the section with
+    status 422 (409 for a ConflictError, someone else changed the record first)."""
+    if not form.is_valid():
+        return _refuse(request, incident, section, form=form, key=key)
     try:
-        work(incident)
+        work()
     except services.InvestigationError as exc:
-        return _fail(request, incident, section, exc)
+        status = 409 if isinstance(exc, services.ConflictError) else 422
+        return _refuse(
+            request, incident, section, form=form, key=key, error=str(exc), status=status
+        )
     return _respond(request, incident, section)
 
 
-def _text(request: HttpRequest, name: str, limit: int = 10000) -> str:
-    return (request.POST.get(name) or "")[:limit]
+def _act(
+    request: HttpRequest, incident: Incident, section: str, work: Callable[[], object]
+) -> HttpResponse:
+    """A write without fields (a button): run `work`, answer as `_submit` does."""
+    return _submit(request, incident, section, forms.Form({}), work, key="")
 
 
 # ---------------------------------------------------------------- hypotheses
@@ -108,50 +134,56 @@ def _text(request: HttpRequest, name: str, limit: int = 10000) -> str:
 @require_POST
 @login_required
 def hypothesis_add(request: HttpRequest, code: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
+    incident = _incident(request, code)  # 404 for outsiders, before the form is read
+    form = inv_forms.HypothesisForm(request.POST)
+
+    def work() -> None:
+        data = form.cleaned_data
         services.hypothesis_create(
             incident=incident,
             actor=request.user,
-            title=_text(request, "title", 300),
-            description=_text(request, "description"),
-            expected_if_true=_text(request, "expected_if_true"),
-            test_plan=_text(request, "test_plan"),
-            evidence=services.evidence_parse(_text(request, "evidence")),
+            title=data["title"],
+            description=data["description"],
+            expected_if_true=data["expected_if_true"],
+            test_plan=data["test_plan"],
+            evidence=data["evidence"],
         )
 
-    return _act(request, code, "hypotheses", work)
+    return _submit(request, incident, "hypotheses", form, work, key="hyp-add")
 
 
 @require_POST
 @login_required
 def hypothesis_edit(request: HttpRequest, code: str, hcode: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
-        h = selectors.hypothesis_get(incident=incident, code=hcode)
-        fields = {
-            name: _text(request, name)
-            for name in ("title", "description", "expected_if_true", "test_plan")
-            if name in request.POST
-        }
-        services.hypothesis_update(hypothesis=h, actor=request.user, **fields)
+    incident = _incident(request, code)
+    h = selectors.hypothesis_get(incident=incident, code=hcode)
+    form = inv_forms.HypothesisEditForm(request.POST)
 
-    return _act(request, code, "hypotheses", work)
+    def work() -> None:
+        services.hypothesis_update(hypothesis=h, actor=request.user, **form.changes())
+
+    return _submit(request, incident, "hypotheses", form, work, key=f"hyp-edit-{h.code}")
 
 
 @require_POST
 @login_required
 def hypothesis_test(request: HttpRequest, code: str, hcode: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
-        h = selectors.hypothesis_get(incident=incident, code=hcode)
+    incident = _incident(request, code)
+    h = selectors.hypothesis_get(incident=incident, code=hcode)
+    form = inv_forms.HypothesisTestForm(request.POST)
+
+    def work() -> None:
+        data = form.cleaned_data
         services.hypothesis_record_test(
             hypothesis=h,
             actor=request.user,
-            status=_text(request, "status", 20),
-            test_plan=_text(request, "test_plan"),
-            test_result=_text(request, "test_result"),
-            evidence=services.evidence_parse(_text(request, "evidence")),
+            status=data["status"],
+            test_plan=data["test_plan"],
+            test_result=data["test_result"],
+            evidence=data["evidence"],
         )
 
-    return _act(request, code, "hypotheses", work)
+    return _submit(request, incident, "hypotheses", form, work, key=f"hyp-test-{h.code}")
 
 
 # ---------------------------------------------------------------- proposals
@@ -162,14 +194,23 @@ _PROPOSAL_SECTION = {
     "fixes": "fixes",
     "prevention": "actions",
 }
+PROPOSAL_ID_MAX = 120  # the proposal_id columns
+
+
+def _proposal_section(kind: str, pid: str) -> str:
+    # No analyzer writes a longer id, so there is no such proposal (rather than cutting it).
+    if len(pid) > PROPOSAL_ID_MAX:
+        raise Http404("No such proposal.")
+    return _PROPOSAL_SECTION.get(kind, "hypotheses")
 
 
 @require_POST
 @login_required
 def proposal_accept(request: HttpRequest, code: str, kind: str, pid: str) -> HttpResponse:
-    section = _PROPOSAL_SECTION.get(kind, "hypotheses")
+    incident = _incident(request, code)
+    section = _proposal_section(kind, pid)
 
-    def work(incident: Incident) -> None:
+    def work() -> None:
         services.proposal_accept(
             incident=incident,
             actor=request.user,
@@ -178,20 +219,19 @@ def proposal_accept(request: HttpRequest, code: str, kind: str, pid: str) -> Htt
             doc=selectors.analysis_document(incident=incident),
         )
 
-    return _act(request, code, section, work)
+    return _act(request, incident, section, work)
 
 
 @require_POST
 @login_required
 def proposal_dismiss(request: HttpRequest, code: str, kind: str, pid: str) -> HttpResponse:
-    section = _PROPOSAL_SECTION.get(kind, "hypotheses")
+    incident = _incident(request, code)
+    section = _proposal_section(kind, pid)
 
-    def work(incident: Incident) -> None:
-        services.proposal_dismiss(
-            incident=incident, actor=request.user, kind=kind, proposal_id=pid[:120]
-        )
+    def work() -> None:
+        services.proposal_dismiss(incident=incident, actor=request.user, kind=kind, proposal_id=pid)
 
-    return _act(request, code, section, work)
+    return _act(request, incident, section, work)
 
 
 # ---------------------------------------------------------------- five whys
@@ -200,96 +240,107 @@ def proposal_dismiss(request: HttpRequest, code: str, kind: str, pid: str) -> Ht
 @require_POST
 @login_required
 def why_chain_add(request: HttpRequest, code: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
-        levels = []
-        if _text(request, "why").strip() or _text(request, "answer").strip():
-            levels.append(
-                {
-                    "why": _text(request, "why"),
-                    "answer": _text(request, "answer"),
-                    "evidence": services.evidence_parse(_text(request, "evidence")),
-                }
-            )
+    incident = _incident(request, code)
+    form = inv_forms.WhyChainForm(request.POST)
+
+    def work() -> None:
         services.why_chain_create(
-            incident=incident, actor=request.user, title=_text(request, "title", 300), levels=levels
+            incident=incident,
+            actor=request.user,
+            title=form.cleaned_data["title"],
+            levels=form.levels(),
         )
 
-    return _act(request, code, "whys", work)
+    return _submit(request, incident, "whys", form, work, key="chain-add")
 
 
 @require_POST
 @login_required
 def why_step_add(request: HttpRequest, code: str, wcode: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
-        chain = selectors.why_chain_get(incident=incident, code=wcode)
+    incident = _incident(request, code)
+    chain = selectors.why_chain_get(incident=incident, code=wcode)
+    form = inv_forms.WhyStepForm(request.POST)
+
+    def work() -> None:
+        data = form.cleaned_data
         services.why_step_add(
             chain=chain,
             actor=request.user,
-            why=_text(request, "why"),
-            answer=_text(request, "answer"),
-            evidence=services.evidence_parse(_text(request, "evidence")),
+            why=data["why"],
+            answer=data["answer"],
+            evidence=data["evidence"],
         )
 
-    return _act(request, code, "whys", work)
+    return _submit(request, incident, "whys", form, work, key=f"step-add-{chain.code}")
 
 
 @require_POST
 @login_required
 def why_step_change(request: HttpRequest, code: str, wcode: str, step_id: int) -> HttpResponse:
     """Edit (or confirm) a level, or remove it (``action=remove``)."""
+    incident = _incident(request, code)
+    chain = selectors.why_chain_get(incident=incident, code=wcode)
+    step = get_object_or_404(chain.steps, pk=step_id)
+    form = inv_forms.WhyStepChangeForm(request.POST)
 
-    def work(incident: Incident) -> None:
-        chain = selectors.why_chain_get(incident=incident, code=wcode)
-        step = get_object_or_404(chain.steps, pk=step_id)
-        if request.POST.get("action") == "remove":
+    def work() -> None:
+        if form.removes:
             services.why_step_delete(step=step, actor=request.user)
         else:
             services.why_step_edit(
                 step=step,
                 actor=request.user,
-                why=_text(request, "why"),
-                answer=_text(request, "answer"),
+                why=form.cleaned_data["why"],
+                answer=form.cleaned_data["answer"],
             )
 
-    return _act(request, code, "whys", work)
+    return _submit(request, incident, "whys", form, work, key=f"step-{step.pk}")
 
 
 @require_POST
 @login_required
 def factor_change(request: HttpRequest, code: str, factor_id: int) -> HttpResponse:
     """Edit a contributing factor, or remove it (``action=remove``)."""
+    incident = _incident(request, code)
+    factor = get_object_or_404(incident.contributing_factors, pk=factor_id)
+    form = inv_forms.FactorChangeForm(request.POST)
 
-    def work(incident: Incident) -> None:
-        factor = get_object_or_404(incident.contributing_factors, pk=factor_id)
-        if request.POST.get("action") == "remove":
+    def work() -> None:
+        if form.removes:
             services.contributing_factor_delete(factor=factor, actor=request.user)
         else:
             services.contributing_factor_edit(
-                factor=factor, actor=request.user, text=_text(request, "text", 2000)
+                factor=factor, actor=request.user, text=form.cleaned_data["text"]
             )
 
-    return _act(request, code, "whys", work)
+    return _submit(request, incident, "whys", form, work, key=f"factor-{factor.pk}")
 
 
 @require_POST
 @login_required
 def why_chain_choose(request: HttpRequest, code: str, wcode: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
-        chain = selectors.why_chain_get(incident=incident, code=wcode)
-        services.why_chain_choose(chain=chain, actor=request.user)
-
-    return _act(request, code, "whys", work)
+    incident = _incident(request, code)
+    chain = selectors.why_chain_get(incident=incident, code=wcode)
+    return _act(
+        request,
+        incident,
+        "whys",
+        lambda: services.why_chain_choose(chain=chain, actor=request.user),
+    )
 
 
 @require_POST
 @login_required
 def factor_add(request: HttpRequest, code: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
+    incident = _incident(request, code)
+    form = inv_forms.FactorForm(request.POST)
+
+    def work() -> None:
         services.contributing_factor_add(
-            incident=incident, actor=request.user, text=_text(request, "text", 2000)
+            incident=incident, actor=request.user, text=form.cleaned_data["text"]
         )
 
-    return _act(request, code, "whys", work)
+    return _submit(request, incident, "whys", form, work, key="factor-add")
 
 
 # ---------------------------------------------------------------- fixes
@@ -298,141 +349,106 @@ def factor_add(request: HttpRequest, code: str) -> HttpResponse:
 @require_POST
 @login_required
 def fix_add(request: HttpRequest, code: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
+    incident = _incident(request, code)
+    form = inv_forms.FixForm(request.POST)
+
+    def work() -> None:
+        data = form.cleaned_data
         services.fix_create(
             incident=incident,
             actor=request.user,
-            kind=_text(request, "kind", 20) or "immediate",
-            title=_text(request, "title", 300),
-            detail=_text(request, "detail"),
-            applied=request.POST.get("applied") == "1",
+            kind=data["kind"],
+            title=data["title"],
+            detail=data["detail"],
+            applied=data["applied"],
         )
 
-    return _act(request, code, "fixes", work)
+    return _submit(request, incident, "fixes", form, work, key="fix-add")
 
 
 @require_POST
 @login_required
 def fix_applied(request: HttpRequest, code: str, fcode: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
-        fix = selectors.fix_get(incident=incident, code=fcode)
-        services.fix_mark_applied(fix=fix, actor=request.user)
-
-    return _act(request, code, "fixes", work)
-
-
-def _trials_from_artifacts(incident: Incident, codes: list[str]) -> dict[str, list[float]]:
-    tables = {a.code: t for a, t in selectors.incident_metrics_tables(incident=incident)}
-    out: dict[str, list[float]] = {}
-    for c in codes:
-        if c not in tables:
-            raise services.InvestigationError("That metrics file is not part of this incident.")
-        for name, value in selectors.metrics_trial_summary(table=tables[c]).items():
-            out.setdefault(name, []).append(value)
-    return out
+    incident = _incident(request, code)
+    fix = selectors.fix_get(incident=incident, code=fcode)
+    return _act(
+        request, incident, "fixes", lambda: services.fix_mark_applied(fix=fix, actor=request.user)
+    )
 
 
 @require_POST
 @login_required
 def fix_verify(request: HttpRequest, code: str, fcode: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
-        fix = selectors.fix_get(incident=incident, code=fcode)
-        try:
-            tolerance = float(request.POST.get("tolerance") or 5) / 100
-        except ValueError:
-            raise services.InvestigationError("Tolerance is a percentage, e.g. 5.") from None
-        base_files = request.POST.getlist("baseline_files")
-        post_files = request.POST.getlist("post_files")
-        try:
-            baseline = parse_trials(_text(request, "baseline"))
-            post = parse_trials(_text(request, "post_fix"))
-        except ValueError as exc:
-            raise services.InvestigationError(f"Could not read the numbers: {exc}") from None
-        for name, values in _trials_from_artifacts(incident, base_files).items():
-            baseline.setdefault(name, []).extend(values)
-        for name, values in _trials_from_artifacts(incident, post_files).items():
-            post.setdefault(name, []).extend(values)
-        resolved = {"yes": True, "no": False}.get(request.POST.get("problem_resolved", ""))
+    incident = _incident(request, code)
+    fix = selectors.fix_get(incident=incident, code=fcode)
+    form = inv_forms.FixVerifyForm(request.POST, incident=incident)
+
+    def work() -> None:
+        baseline, post = form.trials()
+        data = form.cleaned_data
         services.fix_verify(
             fix=fix,
             actor=request.user,
             baseline=baseline,
             post_fix=post,
-            tolerance=tolerance,
-            target=_text(request, "target", 60).strip(),
-            problem_resolved=resolved,
+            tolerance=data["tolerance"],
+            target=data["target"],
+            problem_resolved=data["problem_resolved"],
         )
 
-    return _act(request, code, "fixes", work)
+    return _submit(request, incident, "fixes", form, work, key=f"verify-{fix.code}")
 
 
 # ---------------------------------------------------------------- action items
 
 
-def _date(value: str) -> dt.date | None:
-    if not value:
-        return None
-    try:
-        return dt.date.fromisoformat(value)
-    except ValueError:
-        raise services.InvestigationError("Due date must be a date (YYYY-MM-DD).") from None
-
-
-def _owner(incident: Incident, username: str) -> Any:
-    if not username:
-        return None
-    user = get_user_model().objects.filter(username=username, teams=incident.team).first()
-    if user is None:
-        raise services.InvestigationError("The owner must be a member of the incident's team.")
-    return user
-
-
 @require_POST
 @login_required
 def action_add(request: HttpRequest, code: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
+    incident = _incident(request, code)
+    form = inv_forms.ActionItemForm(request.POST, incident=incident)
+
+    def work() -> None:
+        data = form.cleaned_data
         services.action_item_create(
             incident=incident,
             actor=request.user,
-            text=_text(request, "text", 2000),
-            kind=_text(request, "kind", 20) or "prevention",
-            checklist=_text(request, "checklist", 20),
-            owner=_owner(incident, _text(request, "owner", 150)),
-            priority=_text(request, "priority", 4) or "p2",
-            due_date=_date(_text(request, "due_date", 20)),
+            text=data["text"],
+            kind=data["kind"],
+            checklist=data["checklist"],
+            owner=data["owner"],
+            priority=data["priority"],
+            due_date=data["due_date"],
         )
 
-    return _act(request, code, "actions", work)
+    return _submit(request, incident, "actions", form, work, key="action-add")
 
 
 @require_POST
 @login_required
 def actions_seed(request: HttpRequest, code: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
+    incident = _incident(request, code)
+    form = inv_forms.ActionSeedForm(request.POST)
+
+    def work() -> None:
         services.action_items_seed(
-            incident=incident, actor=request.user, checklist=_text(request, "checklist", 20)
+            incident=incident, actor=request.user, checklist=form.cleaned_data["checklist"]
         )
 
-    return _act(request, code, "actions", work)
+    return _submit(request, incident, "actions", form, work, key="seed")
 
 
 @require_POST
 @login_required
 def action_update(request: HttpRequest, code: str, acode: str) -> HttpResponse:
-    def work(incident: Incident) -> None:
-        item = selectors.action_item_get(incident=incident, code=acode)
-        services.action_item_update(
-            item=item,
-            actor=request.user,
-            status=request.POST.get("status") or None,
-            owner=_owner(incident, _text(request, "owner", 150))
-            if "owner" in request.POST
-            else False,
-            due_date=_date(_text(request, "due_date", 20)) if "due_date" in request.POST else False,
-            priority=request.POST.get("priority") or None,
-        )
+    incident = _incident(request, code)
+    item = selectors.action_item_get(incident=incident, code=acode)
+    form = inv_forms.ActionUpdateForm(request.POST, incident=incident)
 
-    return _act(request, code, "actions", work)
+    def work() -> None:
+        services.action_item_update(item=item, actor=request.user, **form.changes())
+
+    return _submit(request, incident, "actions", form, work, key=f"action-{item.code}")
 
 
 # ---------------------------------------------------------------- charts

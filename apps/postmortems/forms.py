@@ -72,6 +72,15 @@ class CommentForm(forms.Form):
     body = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), max_length=20_000)
 
 
+class StatusChangeForm(forms.Form):
+    """A review step (submit, send back, approve, publish) with an optional note."""
+
+    status = forms.ChoiceField(
+        choices=Status.choices, error_messages={"invalid_choice": "Unknown status “%(value)s”."}
+    )
+    note = forms.CharField(required=False, max_length=2000, strip=False)
+
+
 class PostMortemFilterForm(forms.Form):
     q = forms.CharField(required=False, label="Search")
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Status.choices])

@@ -13,7 +13,13 @@ from apps.accounts.selectors import user_is_team_lead
 from apps.incidents.selectors import incident_get_for_user
 from apps.postmortems import selectors, services
 from apps.postmortems.cost import FORMULA_LINES, INPUT_LABELS, CostInputError
-from apps.postmortems.forms import CommentForm, CostForm, PostMortemFilterForm, PostMortemForm
+from apps.postmortems.forms import (
+    CommentForm,
+    CostForm,
+    PostMortemFilterForm,
+    PostMortemForm,
+    StatusChangeForm,
+)
 from apps.postmortems.models import SECTIONS, STATUS_TRANSITIONS, PostMortem, Status
 from apps.postmortems.snapshot import MARKERS
 
@@ -67,7 +73,9 @@ def _cost_context(pm: PostMortem, form: CostForm | None = None) -> dict[str, Any
     }
 
 
-def _detail_context(request: HttpRequest, pm: PostMortem) -> dict[str, Any]:
+def _detail_context(
+    request: HttpRequest, pm: PostMortem, *, cost_form: CostForm | None = None
+) -> dict[str, Any]:
     ctx = services.postmortem_context(postmortem=pm)
     comments = list(pm.comments.select_related("author"))
     by_section: dict[str, list[Any]] = {}
@@ -88,13 +96,14 @@ def _detail_context(request: HttpRequest, pm: PostMortem) -> dict[str, Any]:
         ]
         if target in allowed
     ]
-    ctx.update(_cost_context(pm))
+    ctx.update(_cost_context(pm, cost_form))
     ctx.update(
         {
             "snap": pm.snapshot or {},
             "incident": pm.incident,
             "edit_form": PostMortemForm(instance=pm),
             "comment_form": CommentForm(),
+            "status_form": StatusChangeForm(),
             "comments_by_section": by_section,
             "comment_count": len(comments),
             "sections": SECTIONS,
@@ -110,11 +119,25 @@ def _detail_context(request: HttpRequest, pm: PostMortem) -> dict[str, Any]:
     return ctx
 
 
+def _page(
+    request: HttpRequest,
+    pm: PostMortem,
+    *,
+    status: int = 200,
+    cost_form: CostForm | None = None,
+    **forms: Any,
+) -> HttpResponse:
+    """The post-mortem page; a refused POST passes its bound form, shown with its errors."""
+    ctx = _detail_context(request, pm, cost_form=cost_form)
+    ctx.update(forms)
+    return render(request, "postmortems/detail.html", ctx, status=status)
+
+
 @require_GET
 @login_required
 def postmortem_detail(request: HttpRequest, code: str) -> HttpResponse:
     pm = selectors.postmortem_get_for_user(user=request.user, code=code)
-    return render(request, "postmortems/detail.html", _detail_context(request, pm))
+    return _page(request, pm)
 
 
 @require_POST
@@ -123,11 +146,7 @@ def postmortem_edit(request: HttpRequest, code: str) -> HttpResponse:
     pm = selectors.postmortem_get_for_user(user=request.user, code=code)
     form = PostMortemForm(request.POST, instance=PostMortem.objects.get(pk=pm.pk))
     if not form.is_valid():
-        messages.error(
-            request,
-            "Not saved: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items()),
-        )
-        return redirect("postmortems:detail", code=pm.code)
+        return _page(request, pm, edit_form=form, status=422)
     try:
         services.postmortem_update(
             postmortem=pm,
@@ -136,9 +155,11 @@ def postmortem_edit(request: HttpRequest, code: str) -> HttpResponse:
             phase_key_actions=form.phase_key_actions(),
             **form.narrative(),
         )
-        messages.success(request, "Saved; the previous text is kept as a revision.")
     except services.ReviewError as exc:
-        messages.error(request, str(exc))
+        # The text stays in the form (someone else may have saved first: nothing is lost).
+        form.add_error(None, str(exc))
+        return _page(request, pm, edit_form=form, status=409)
+    messages.success(request, "Saved; the previous text is kept as a revision.")
     return redirect("postmortems:detail", code=pm.code)
 
 
@@ -164,7 +185,7 @@ def postmortem_cost(request: HttpRequest, code: str) -> HttpResponse:
             request, "postmortems/detail.html#cost", _cost_context(pm, form), status=status
         )
     if form is not None:
-        messages.error(request, "Cost inputs not saved: " + form.errors.as_text())
+        return _page(request, pm, cost_form=form, status=status)
     return redirect(f"{pm.get_absolute_url()}#cost")
 
 
@@ -172,12 +193,15 @@ def postmortem_cost(request: HttpRequest, code: str) -> HttpResponse:
 @login_required
 def postmortem_status(request: HttpRequest, code: str) -> HttpResponse:
     pm = selectors.postmortem_get_for_user(user=request.user, code=code)
+    form = StatusChangeForm(request.POST)
+    if not form.is_valid():
+        return _page(request, pm, status_form=form, status=422)
     try:
         services.postmortem_transition(
             postmortem=pm,
-            to_status=request.POST.get("status", ""),
+            to_status=form.cleaned_data["status"],
             actor=request.user,
-            note=request.POST.get("note", "")[:2000],
+            note=form.cleaned_data["note"],
         )
     except services.ReviewError as exc:
         messages.error(request, str(exc))
@@ -212,10 +236,8 @@ def postmortem_comment(request: HttpRequest, code: str) -> HttpResponse:
             )
             return redirect(f"{pm.get_absolute_url()}#{comment.section}")
         except services.ReviewError as exc:
-            messages.error(request, str(exc))
-    else:
-        messages.error(request, "Comment not saved: " + form.errors.as_text())
-    return redirect("postmortems:detail", code=pm.code)
+            form.add_error(None, str(exc))
+    return _page(request, pm, comment_form=form, status=422)
 
 
 @require_GET

@@ -86,3 +86,11 @@ def test_create_token_command_rejects_an_unknown_team(db):
 
     with pytest.raises(CommandError, match="No team"):
         call_command("create_token", "--team", "nope", "--scope", "read")
+
+
+def test_a_too_long_token_name_is_refused_at_its_field_and_no_token_is_made(owner_client, team):
+    response = owner_client.post(_tokens_url(team), {"name": "n" * 121, "scope": "ingest"})
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "at most 120 characters (it has 121)" in html and "n" * 121 in html
+    assert not ApiToken.objects.filter(team=team).exists()

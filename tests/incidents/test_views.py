@@ -119,11 +119,35 @@ def test_moving_phase_is_recorded_on_the_timeline(owner_client, incident):
 
 def test_an_illegal_status_change_says_why(owner_client, incident):
     response = owner_client.post(
-        reverse("incidents:status", args=[incident.code]), {"status": "bogus"}, follow=True
+        reverse("incidents:status", args=[incident.code]), {"status": "open"}, follow=True
     )
     assert "cannot go from Open" in response.content.decode()
     incident.refresh_from_db()
     assert incident.status == Status.OPEN
+
+
+def test_an_unknown_status_is_answered_on_the_page_and_changes_nothing(owner_client, incident):
+    response = owner_client.post(
+        reverse("incidents:status", args=[incident.code]), {"status": "bogus"}
+    )
+    assert response.status_code == 422
+    assert "Unknown status “bogus”" in response.content.decode()
+    incident.refresh_from_db()
+    assert incident.status == Status.OPEN
+
+
+def test_a_too_long_phase_note_is_refused_at_its_field_with_the_text_kept(owner_client, incident):
+    note = "n" * 2001
+    response = owner_client.post(
+        reverse("incidents:phase", args=[incident.code]), {"phase": "localization", "note": note}
+    )
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert "at most 2000 characters (it has 2001)" in html
+    assert note in html  # what was typed is still in the box
+    incident.refresh_from_db()
+    assert incident.phase == Phase.TRIAGE
+    assert not incident.events.filter(kind="incident.phase").exists()
 
 
 def test_healthz_reports_database_and_broker(client):
