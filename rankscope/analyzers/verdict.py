@@ -107,7 +107,7 @@ _EXIT_WORDS = re.compile(
 _EXIT_XIDS = {45}
 _WAIT_TIMEOUT = re.compile(
     r"Socket Timeout|[Tt]imed out waiting|[Ww]ait timeout|exit barrier"
-    r"|collective operation timeout"
+    r"|collective operation timeout|Read timeout \["  # gloo's collective timeout
 )
 
 
@@ -153,6 +153,15 @@ def _closed_by_wait_timeout(ctx: Context, tb: Event) -> bool:
         x for x in ctx.by_kind.get("python_exception", []) if x.file == tb.file and x.line > tb.line
     ]
     return bool(after) and bool(_WAIT_TIMEOUT.search(min(after, key=lambda x: x.line).text))
+
+
+# readings of a raised program/configuration error (not a device fault, a crash in native
+# code or a cross-rank check that names ranks)
+_PROGRAM_ERROR_KINDS = {"python_exception", "signature", "traceback"}
+
+
+def _same_on_every_rank(e: Event) -> bool:
+    return e.kind in _PROGRAM_ERROR_KINDS and e.fields.get("around_rank") is None
 
 
 def _failed_tasks(ctx: Context, e: Event) -> list[int]:
@@ -505,14 +514,17 @@ class VerdictAnalyzer:
         rule = exception_rule(t, str(e.fields.get("message", "")))
         rank_host = ctx.facts.get("rank_host", {})
         host = rank_host.get(e.rank) if e.rank is not None else None
+        everyone = rule.category == "SOFTWARE" and _same_on_every_rank(e)
+        # a timeout waiting on peers that the process raised is the hang being detected
+        waited = bool(_WAIT_TIMEOUT.search(e.text))
         return Verdict(
-            shape="crash",
+            shape="hang" if waited else "crash",
             category=rule.category,
             confidence=min(rule.confidence, 0.6),
             root=e,
             root_label=f"uncaught {t} ({rule.why})",
-            culprit_ranks=[e.rank] if e.rank is not None else [],
-            culprit_hosts=[host or e.host] if (host or e.host) else [],
+            culprit_ranks=[e.rank] if e.rank is not None and not everyone else [],
+            culprit_hosts=[host or e.host] if (host or e.host) and not everyone else [],
             extra={"decided_by": f"exception table: {t} → {rule.category} ({rule.why})"},
         )
 
@@ -579,6 +591,11 @@ class VerdictAnalyzer:
             # a per-rank check named the rank whose own values went non-finite
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = hosts
+        elif cat == "SOFTWARE" and not pick.get("ranks") and _same_on_every_rank(e):
+            # a program or configuration error raised in Python (an assertion on shapes, an
+            # import, a state dict that does not fit): every rank runs the same code with the
+            # same settings, the rank whose output shows it is only the one that was printed
+            v.culprit_ranks, v.culprit_hosts = [], []
         elif cat in ("NUMERICAL", "INFRA"):
             v.culprit_ranks = []
             node_named = e.kind == "node_fail" or ("sig" in e.fields and "host" in e.fields)
@@ -774,6 +791,13 @@ class VerdictAnalyzer:
             )
 
         add(v.root, v.root_label)
+        if v.root is not None and v.root.kind == "gpu_reading" and chain:
+            # a GPU's event is its first table line: quote the reading that is wrong too
+            lines = v.root.fields.get("lines") or {}
+            for name in ("lost", "sensor_errors"):
+                if name in lines and lines[name][0] != v.root.line:
+                    ln, txt = lines[name]
+                    chain[0]["evidence"].append({"file": v.root.file, "line": ln, "text": txt})
         if v.root is not None and "sig" not in v.root.fields:
             # a wrapper ("Caught OSError in DataLoader worker") re-raises the real error below
             for e in ctx.events:
