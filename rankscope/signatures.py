@@ -46,6 +46,9 @@ class Signature:
     action: str
     examples: tuple[str, ...]
     strength: float = 0.8  # how specific the line is about the root cause
+    # the cause is a limit or setting every rank shares (the container's /dev/shm, a build):
+    # the rank whose output shows the line is not a culprit of its own
+    shared: bool = False
     rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -273,6 +276,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
         ),
         0.9,
+        shared=True,
     ),
     S(
         "dataloader-worker-timeout",

@@ -591,10 +591,13 @@ class VerdictAnalyzer:
             # a per-rank check named the rank whose own values went non-finite
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = hosts
-        elif cat == "SOFTWARE" and not pick.get("ranks") and _same_on_every_rank(e):
+        elif (sig is not None and sig.shared) or (
+            cat == "SOFTWARE" and not pick.get("ranks") and _same_on_every_rank(e)
+        ):
             # a program or configuration error raised in Python (an assertion on shapes, an
-            # import, a state dict that does not fit): every rank runs the same code with the
-            # same settings, the rank whose output shows it is only the one that was printed
+            # import, a state dict that does not fit), or a limit every rank shares (a
+            # signature's ``shared``): every rank runs the same code with the same settings,
+            # the rank whose output shows it is only the one that was printed
             v.culprit_ranks, v.culprit_hosts = [], []
         elif cat in ("NUMERICAL", "INFRA"):
             v.culprit_ranks = []

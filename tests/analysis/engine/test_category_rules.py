@@ -74,3 +74,24 @@ def test_gloos_read_timeout_in_a_collective_is_a_hang() -> None:
         "RuntimeError: [/opt/gloo/transport/tcp/buffer.cc:76] Read timeout [127.0.0.1]:32444\n"
     )
     assert _triage({"rank_1.log": log})["triage"]["shape"] == "hang"
+
+
+def test_xla_dist_prefixes_name_the_worker() -> None:
+    line = (
+        "2021-10-18 02:48:58 10.0.7.33 [3]   (1) Resource exhausted: Attempting to allocate "
+        "180.59M. That was not possible. There are 142.58M free.; (0x3x0_HBM1)\n"
+    )
+    doc = _triage({"train.log": line})
+    assert doc["triage"]["category"] == "OOM"
+    assert doc["localization"]["culprit_hosts"] == ["10.0.7.33"]
+
+
+def test_a_limit_every_rank_shares_names_no_rank() -> None:
+    log = (
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by "
+        "insufficient shared memory (shm).\n"
+        "RuntimeError: DataLoader worker (pid 8774) is killed by signal: Bus error.\n"
+    )
+    doc = _triage({"rank_0.log": log})
+    assert (doc["triage"]["category"], doc["triage"]["shape"]) == ("DATA", "crash")
+    assert doc["localization"]["culprit_ranks"] == []
