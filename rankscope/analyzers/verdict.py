@@ -11,6 +11,7 @@ symptom, else UNKNOWN) or every rank inside the collective (NETWORK).
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -134,6 +135,7 @@ def exit_evidence(ctx: Context, root: Event) -> Event | None:
     if root.kind in _SCHEDULER_KILLS or _exit_line(root):
         return root
     timed_out = bool(ctx.kinds(*_COLLECTIVE_TIMEOUTS))
+    closing: dict[str, tuple[list[int], list[Event]]] | None = None
     for x in ctx.events:
         if x.file == root.file and x.line <= root.line - _ABORT_BLOCK:
             continue
@@ -141,18 +143,29 @@ def exit_evidence(ctx: Context, root: Event) -> Event | None:
             continue  # a person, or the clock, ended a job that was already stuck
         if timed_out and (x.kind in _REACTION_KINDS or x.fields.get("type") in _ECHO_TYPES):
             continue
-        if x.kind == "traceback" and _closed_by_wait_timeout(ctx, x):
-            continue  # a logged traceback of a barrier/store wait that timed out
+        if x.kind == "traceback":
+            closing = closing if closing is not None else _exceptions_by_file(ctx)
+            if _closed_by_wait_timeout(closing, x):
+                continue  # a logged traceback of a barrier/store wait that timed out
         if _exit_line(x):
             return x
     return None
 
 
-def _closed_by_wait_timeout(ctx: Context, tb: Event) -> bool:
-    after = [
-        x for x in ctx.by_kind.get("python_exception", []) if x.file == tb.file and x.line > tb.line
-    ]
-    return bool(after) and bool(_WAIT_TIMEOUT.search(min(after, key=lambda x: x.line).text))
+def _exceptions_by_file(ctx: Context) -> dict[str, tuple[list[int], list[Event]]]:
+    out: dict[str, tuple[list[int], list[Event]]] = {}
+    for x in sorted(ctx.by_kind.get("python_exception", []), key=lambda e: (e.file, e.line)):
+        lines, evs = out.setdefault(x.file, ([], []))
+        lines.append(x.line)
+        evs.append(x)
+    return out
+
+
+def _closed_by_wait_timeout(closing: dict[str, tuple[list[int], list[Event]]], tb: Event) -> bool:
+    """The exception that ends traceback ``tb`` (the next one in its file) is a wait timeout."""
+    lines, evs = closing.get(tb.file, ([], []))
+    i = bisect.bisect_right(lines, tb.line)
+    return i < len(evs) and bool(_WAIT_TIMEOUT.search(evs[i].text))
 
 
 # readings of a raised program/configuration error (not a device fault, a crash in native
