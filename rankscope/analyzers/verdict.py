@@ -99,11 +99,14 @@ _RAISED = re.compile(
     r"(?:: |$)|CUDA error: |\[Errno \d+\] "
 )
 _EXIT_WORDS = re.compile(
-    r"\bExiting\b|\bexit(?:ed)? (?:with )?(?:code|status)|exitcode|core dumped|\bAborted\b"
+    r"\bExiting\b|\bexit(?:ed)? (?:with )?(?:code|status)[ :=]*(?!0\b)-?\d|exitcode\s*:?\s*(?!0\b)-?\d"
+    r"|core dumped|\bAborted\b"
     r"|terminate called|terminated with exception|being killed|Killed process|OOM Killed"
     r"|oom[-_]kill|\b[Ee]victed\b|killed by signal|: task \d+: Killed|Assertion `.*` failed"
     r"|Failed, NCCL error|Test NCCL failure"
 )
+# a logging level word before the exception: the program logged it and went on
+_LOGGED = re.compile(r"(?:^|[\s\[:|-])(?:WARNING|WARN|INFO|DEBUG)(?:[\]\s:|-]|$)")
 # Xid 45: the driver tore down the GPU channels of a process that was ending
 _EXIT_XIDS = {45}
 _WAIT_TIMEOUT = re.compile(
@@ -126,7 +129,14 @@ def _exit_line(e: Event) -> bool:
     sig = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
     if sig is not None and sig.category is None and sig.shape == "crash":
         return True  # a catalogued "process ended" symptom (signatures.py)
-    return e.kind in _EXIT_KINDS or bool(_RAISED.search(e.text) or _EXIT_WORDS.search(e.text))
+    if e.kind in _EXIT_KINDS - {"python_exception"} or _EXIT_WORDS.search(e.text):
+        return True
+    m = _RAISED.search(e.text)
+    if m is None and e.kind != "python_exception":
+        return False
+    # an exception logged at warning/info level was caught (a retry, a fallback)
+    logged = m is not None and _LOGGED.search(e.text[: m.start()])
+    return e.level not in ("W", "I", "D") and not logged
 
 
 def exit_evidence(ctx: Context, root: Event) -> Event | None:

@@ -104,3 +104,18 @@ def test_srun_names_the_task_a_kill_ended() -> None:
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
     assert doc["localization"]["culprit_ranks"] == [3]
     assert doc["localization"]["culprit_hosts"] == ["cn07"]
+
+
+def test_a_caught_exception_or_a_clean_exit_is_not_exit_evidence() -> None:
+    retry = (
+        "2024-05-01 10:00:03,120 - WARNING - upload failed, retrying in 8 s: "
+        "botocore.exceptions.ConnectionError: Connection was closed before we received a "
+        "valid response\n"
+    )
+    assert _shape({"worker-3.log": IB_WARN + retry}) == "hang"
+    assert _shape({"worker-3.log": IB_WARN + "helper process exited with code 0\n"}) == "hang"
+    failed = (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 "
+        "(pid: 4242) of binary: /usr/bin/python3\n"
+    )
+    assert _shape({"worker-3.log": IB_WARN + failed}) == "crash"
