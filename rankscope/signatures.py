@@ -505,6 +505,22 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "slurm-batch-script-missing",
+        (r"execve\(\): [^ ]*slurm_script: No such file or directory",),
+        r"execve\(\): (?P<path>\S*slurm_script): No such file or directory",
+        "slurmstepd could not start the job's batch script from the node's slurmd spool "
+        "directory: the node's local storage or mount is broken, the job never ran.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Resubmit excluding the node (`--exclude`) and have it drained and checked (its "
+        "SlurmdSpoolDir / tmp mount); other jobs on it fail the same way.",
+        (
+            "slurmstepd: error: execve(): /tmp/slurmd/job00412/slurm_script: No such file or directory",
+        ),
+        0.85,
+    ),
+    S(
         "rendezvous-closed",
         (r"RendezvousClosedError",),
         r"RendezvousClosedError",
