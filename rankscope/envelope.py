@@ -47,6 +47,8 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
         re.compile(r"\[(?P<v>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*"),
     ),
     ("kts", re.compile(r"\[\s*\d+\.\d+\]\s*")),
+    # torch_xla's xla_dist: each worker's line as "<worker ip> [<ordinal>]"
+    ("xla_dist", re.compile(r"(?P<v>(?:\d{1,3}\.){3}\d{1,3}) \[\d+\]\s+")),
     ("pdsh", re.compile(r"(?P<v>[a-z][a-z0-9-]*\d[\w.-]*):\s+(?=\S)")),
 ]
 _RANK = re.compile(r"\[rank(?P<r>\d+)\]:\s?")
@@ -150,7 +152,7 @@ def peel(line: str) -> Envelope:
                 env.local_rank = int(v)
             elif name == "mpi" and env.rank is None:
                 env.rank = int(v)
-            elif name in ("pdsh", "stream") and v and env.host is None:
+            elif name in ("pdsh", "stream", "xla_dist") and v and env.host is None:
                 # slurmstepd names its node after a dash: "slurmstepd-gpu27-05: error: …"
                 env.host = v[len("slurmstepd-") :] if v.startswith("slurmstepd-") else v
             s = s[m.end() :]

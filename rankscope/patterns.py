@@ -57,7 +57,7 @@ STRUCTURAL: tuple[str, ...] = (
     r"CUDA error",
     r"NVRM: Xid",
     r"fallen off the bus",
-    r"Out of memory: Killed process",
+    r"ut of memory: Killed process",  # the kernel's and the memory cgroup's (lower case)
     r"invoked oom-killer",
     r"oom-kill event",
     r"ECC error",

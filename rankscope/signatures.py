@@ -39,11 +39,16 @@ class Signature:
     regex: str
     meaning: str
     category: str | None  # None: a symptom — a failure happened, its cause is elsewhere
-    shape: str | None  # crash|hang|diverge|slow; None: as the category implies
+    # crash|hang|diverge|slow when the line itself establishes it (a raised exception, a
+    # kill); None: the lines after it decide (verdict.exit_evidence: crash or hang)
+    shape: str | None
     severity: str  # fatal | error | warning
     action: str
     examples: tuple[str, ...]
     strength: float = 0.8  # how specific the line is about the root cause
+    # the cause is a limit or setting every rank shares (the container's /dev/shm, a build):
+    # the rank whose output shows the line is not a culprit of its own
+    shared: bool = False
     rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -89,7 +94,7 @@ CATALOGUE: tuple[Signature, ...] = (
         r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure 'out of memory'",
         "The CUDA driver refused a device allocation: the GPU is full (often two processes on one device).",
         "OOM",
-        "crash",
+        None,
         "fatal",
         "Check that each process uses its own GPU (CUDA_VISIBLE_DEVICES / local rank) and lower memory use.",
         (
@@ -142,6 +147,20 @@ CATALOGUE: tuple[Signature, ...] = (
             "slurmstepd: error: Detected 1 oom_kill event in StepId=20417735.batch. Some of the step tasks have been OOM Killed.",
         ),
         0.85,
+    ),
+    S(
+        "container-memory-limit-kill",
+        (r"killed by docker due to it exceeded the request memory",),
+        r"exceeded the request memory",
+        "The container runtime killed the task's container for going over its memory limit "
+        "(a cgroup out-of-memory kill, exit code 137).",
+        "OOM",
+        "crash",
+        "fatal",
+        "Raise the task's memory request/limit or lower its host-memory use (fewer loader "
+        "workers, smaller buffers); the pod's `kubectl describe` shows the limit it hit.",
+        ("Exit Reason: User Container killed by docker due to it exceeded the request memory",),
+        0.9,
     ),
     # --- NUMERICAL -----------------------------------------------------------------
     S(
@@ -257,6 +276,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
         ),
         0.9,
+        shared=True,
     ),
     S(
         "dataloader-worker-timeout",
@@ -485,6 +505,22 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "slurm-batch-script-missing",
+        (r"execve\(\): [^ ]*slurm_script: No such file or directory",),
+        r"execve\(\): (?P<path>\S*slurm_script): No such file or directory",
+        "slurmstepd could not start the job's batch script from the node's slurmd spool "
+        "directory: the node's local storage or mount is broken, the job never ran.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Resubmit excluding the node (`--exclude`) and have it drained and checked (its "
+        "SlurmdSpoolDir / tmp mount); other jobs on it fail the same way.",
+        (
+            "slurmstepd: error: execve(): /tmp/slurmd/job00412/slurm_script: No such file or directory",
+        ),
+        0.85,
+    ),
+    S(
         "rendezvous-closed",
         (r"RendezvousClosedError",),
         r"RendezvousClosedError",
@@ -534,7 +570,7 @@ CATALOGUE: tuple[Signature, ...] = (
         r"ibv_(?P<verb>reg_mr\w*|create_qp) failed",
         "InfiniBand could not pin memory / create a queue pair: the locked-memory limit (ulimit -l) is too low.",
         "INFRA",
-        "crash",
+        None,
         "fatal",
         "Set `ulimit -l unlimited` (limits.conf, the container's --ulimit memlock=-1, slurmd's LimitMEMLOCK).",
         (
@@ -550,7 +586,7 @@ CATALOGUE: tuple[Signature, ...] = (
         r"NET/OFI Couldn't open (?P<what>\w+)|Failed to process command ALLOC_PD",
         "The EFA/libfabric provider could not open its resources.",
         "NETWORK",
-        "crash",
+        None,
         "fatal",
         "Check the EFA driver/aws-ofi-nccl versions and the security group; run fi_info -p efa on the node.",
         (
@@ -565,7 +601,7 @@ CATALOGUE: tuple[Signature, ...] = (
         r"Got completion from peer (?P<peer>\S+) with error (?P<code>\d+)",
         "An InfiniBand work request failed (error 12 = retry exceeded: the link or the peer's port).",
         "NETWORK",
-        "crash",
+        None,
         "fatal",
         "Check the port counters (ibdiagnet / perfquery) and the peer's link; NCCL_IB_TIMEOUT only hides it.",
         (
@@ -580,7 +616,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "NCCL's socket layer lost a connection to a peer (its own WARN, or the 'Last error' of an "
         "ncclRemoteError/ncclSystemError): as often a peer process that died as a broken link.",
         "NETWORK",
-        "crash",
+        None,  # a WARN line: the process may still be waiting
         "error",
         "Look first for a rank that died just before (OOM, segfault, exit); if none, check the "
         "link to the peer's address (NIC, switch port, firewall).",
@@ -597,7 +633,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "NCCL could not open a socket to a peer's address: no route to it (interface, routing, "
         "firewall or a NIC that is down).",
         "NETWORK",
-        "crash",
+        None,  # a WARN line: the process may still be waiting
         "error",
         "Check NCCL_SOCKET_IFNAME and the route between the nodes (ip route, ping the peer's "
         "address from the failing node).",
@@ -616,7 +652,7 @@ CATALOGUE: tuple[Signature, ...] = (
         r"RendezvousConnectionError|client socket has timed out after (?P<s>\d+)s while trying to connect to (?P<addr>\S+)|TCP client failed to connect/validate to host (?P<host>\S+)",
         "The c10d store (rendezvous/master address) cannot be reached from this node.",
         "NETWORK",
-        "crash",
+        None,
         "error",
         "Check MASTER_ADDR/port reachability from every node (firewall, the interface the address is on).",
         (
@@ -647,7 +683,7 @@ CATALOGUE: tuple[Signature, ...] = (
         r"WARN (?:Net : )?(?:Call to )?[Cc]onnect(?: to (?P<peer>\S+))? failed ?: (?P<why>.*)",
         "NCCL's bootstrap/socket connect to a peer failed (routing, firewall, wrong interface).",
         "NETWORK",
-        "crash",
+        None,
         "fatal",
         "Set NCCL_SOCKET_IFNAME to the interface the nodes share and check the route/firewall between them.",
         (
@@ -701,6 +737,50 @@ CATALOGUE: tuple[Signature, ...] = (
             "ImportError: /home/runner/.local/lib/python3.10/site-packages/torch/lib/libtorch_cuda.so: undefined symbol: ncclMemFree",
         ),
         0.9,
+    ),
+    # --- symptoms: a process ended (no category; the verdict's crash-or-hang rule) -------
+    S(
+        "srun-task-failed",
+        (r"srun: error: [^ ]+: task [0-9]+: ",),
+        r"srun: error: (?P<host>[\w.-]+): task (?P<rank>\d+): (?P<how>Killed|Out Of Memory|Aborted"
+        r"|Segmentation fault|Bus error|Exited with exit code \d+)",
+        "srun reports that one task of the step ended (killed, out of memory, aborted or a "
+        "non-zero exit): the task index is the rank that failed, on that node.",
+        None,
+        "crash",
+        "fatal",
+        "Read that task's own output just before this line for what ended it (`srun -l` "
+        "prefixes every line with its task index); for Killed/Out Of Memory check `sacct -j "
+        "<job> -o MaxRSS,ReqMem`.",
+        (
+            "srun: error: gpu27-05: task 0: Out Of Memory",
+            "srun: error: hpcn05: task 0: Killed",
+            "srun: error: gpu-r07: task 0: Aborted (core dumped)",
+        ),
+        0.3,
+    ),
+    S(
+        "process-ended",
+        (
+            r"Aborted \(core dumped\)",
+            r"terminate called (?:after throwing|without an active)",
+            r"uncaught exception during training",
+        ),
+        r"(?P<how>Aborted \(core dumped\)|terminate called|uncaught exception)",
+        "A process ended: the C++ runtime aborted it, the shell reports a core dump, or the "
+        "launcher reports an uncaught exception: the failure is a crash, its cause is in the "
+        "lines before.",
+        None,
+        "crash",
+        "fatal",
+        "Read the lines just before it in the same process's output for the error that ended it.",
+        (
+            "Aborted (core dumped)",
+            "terminate called after throwing an instance of 'std::runtime_error'",
+            "terminate called without an active exception",
+            "ERROR - container_support.training - uncaught exception during training: : Unable to connect to endpoint",
+        ),
+        0.3,
     ),
 )
 

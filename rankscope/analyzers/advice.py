@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ..signatures import BY_ID, Signature
 from . import Context
 
 if TYPE_CHECKING:
@@ -41,7 +42,14 @@ def _where(v: Verdict) -> str:
     h = ", ".join(v.culprit_hosts[:3])
     if r and h:
         return f"{r} on {h}"
-    return r or h
+    if h:
+        return f"host{'s' if len(v.culprit_hosts) > 1 else ''} {h}"
+    return r
+
+
+def _cap(text: str) -> str:
+    """First letter up, the rest as written (host names keep their case)."""
+    return text[:1].upper() + text[1:]
 
 
 def _stuck(ctx: Context) -> str:
@@ -68,6 +76,15 @@ SLOW_ACTION = {
 }
 
 
+def _catalogue_root(v: Verdict) -> Signature | None:
+    """The catalogue entry that read the root-cause line, unless a structural reader's
+    own wording (a CUDA OOM with its sizes, the kernel's OOM killer) says more."""
+    root = v.root
+    if root is None or root.kind in ("cuda_oom", "host_oom_kill"):
+        return None
+    return BY_ID.get(str(root.fields.get("sig") or ""))
+
+
 def summary(ctx: Context, v: Verdict) -> str:
     n_timeout = len({e.rank for e in ctx.kinds("watchdog_timeout", "watchdog_failure")})
     after = f"; {n_timeout} other rank(s) then timed out in {_stuck(ctx)}" if n_timeout else ""
@@ -92,15 +109,20 @@ def summary(ctx: Context, v: Verdict) -> str:
     if decomposed and ctx.facts.get("metrics", {}).get("slowdown", {}).get("finding") is decomposed:
         # a slowdown one log shows without a step series (nccl-tests, NCCL's transport)
         return f"Slow: {decomposed['title']} — {decomposed.get('detail') or ''}".rstrip(" —")
+    sig = _catalogue_root(v)
+    if v.category == "OOM" and sig is not None:
+        # a memory-limit kill (cgroup, container, scheduler) is not a GPU running out
+        at = f" ({where})" if where else ""
+        return f"{sig.meaning.rstrip('.')}{at}{after} — {sig.action}"
     if v.category == "OOM":
+        if root and root.kind == "host_oom_kill":
+            return f"{_cap(where) or 'A process'} ran out of host memory: the kernel's OOM killer ended it{after} — lower host memory use (data-loader workers, pinned buffers, CPU offload) or ask for more, and confirm with dmesg / the cgroup's memory.events; restart from the last checkpoint."
         what = (
-            "ran out of host memory (kernel OOM killer)"
-            if root and root.kind == "host_oom_kill"
-            else "ran out of GPU memory (CUDA OOM"
+            "ran out of GPU memory (CUDA OOM"
             + (f", tried to allocate {f['tried']}" if f.get("tried") else "")
             + ")"
         )
-        return f"{where.capitalize() or 'A rank'} {what}{after} — lower per-GPU memory (micro-batch, activation checkpointing) and restart from the last checkpoint."
+        return f"{_cap(where) or 'A rank'} {what}{after} — lower per-GPU memory (micro-batch, activation checkpointing) and restart from the last checkpoint."
     if v.category == "HARDWARE":
         xid = f" with Xid {f['xid']}" if f.get("xid") else ""
         name = (
@@ -134,19 +156,22 @@ def summary(ctx: Context, v: Verdict) -> str:
     ):
         return "Ranks issued different collectives (a code path diverged between ranks) — fix the rank-dependent branch around the reported collective, then rerun."
     if v.category == "DATA" and v.shape == "crash":
-        return f"{where.capitalize() or 'A rank'} failed on its input data ({v.root_label}){after} — find the sample or file the traceback names, fix or drop it, then restart from the last checkpoint."
+        return f"{_cap(where) or 'A rank'} failed on its input data ({v.root_label}){after} — find the sample or file the traceback names, fix or drop it, then restart from the last checkpoint."
     if v.category == "DATA":
-        return f"{where.capitalize()} stalled in data loading and never joined {_stuck(ctx)}{after} — check that rank's data reads/storage (add a read timeout), then restart from the last checkpoint."
+        return f"{_cap(where)} stalled in data loading and never joined {_stuck(ctx)}{after} — check that rank's data reads/storage (add a read timeout), then restart from the last checkpoint."
     if v.category == "STORAGE_IO":
         return f"Storage I/O failed on {where or 'the job'} ({v.root_label}){after} — check the file system/object store, then restart from the last checkpoint."
     if v.category == "SOFTWARE":
-        return f"{where.capitalize() or 'A rank'} failed with {v.root_label}{after} — read that rank's traceback first; restart after the fix."
+        return f"{_cap(where) or 'A rank'} failed with {v.root_label}{after} — read that rank's traceback first; restart after the fix."
     if v.shape == "hang" and v.culprit_ranks:
-        return f"{where.capitalize()} never entered {_stuck(ctx)} (stuck outside NCCL, reason not in the logs){after} — take a py-spy dump of that rank next time; restart from the last checkpoint."
+        return f"{_cap(where)} never entered {_stuck(ctx)} (stuck outside NCCL, reason not in the logs){after} — take a py-spy dump of that rank next time; restart from the last checkpoint."
     if v.shape == "slow":
         return f"Training slowed ({v.root_label}{' on ' + where if where else ''}) — compare per-rank step times and check the slowest ranks' GPUs and nodes."
     return f"The job failed ({v.root_label}); the logs do not show a cause — look at the first error of each rank in the findings."
 
+
+_HOST_OOM_ACTION = "Confirm the kill (dmesg on the node, `sacct` MaxRSS, the cgroup's memory.events), then lower host memory use — fewer data-loader workers, smaller prefetch and pinned buffers, no CPU offload — or ask for more memory."
+_HOST_MEMORY_PREVENTION = "Track each node's peak host memory (sacct MaxRSS, the cgroup's memory.peak) against the job's limit and alert before it is reached."
 
 _RECS: dict[str, list[tuple[str, str]]] = {
     "OOM": [
@@ -251,6 +276,14 @@ def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
     if v.shape == "none":
         return []
     recs = [{"kind": k, "text": t} for k, t in _RECS.get(v.category, _RECS["UNKNOWN"])]
+    sig = _catalogue_root(v)
+    host_oom = v.root is not None and v.root.kind == "host_oom_kill"
+    if v.category == "OOM" and (sig is not None or host_oom):
+        first = sig.action if sig is not None else _HOST_OOM_ACTION
+        recs = [
+            {"kind": "immediate", "text": first},
+            {"kind": "prevention", "text": _HOST_MEMORY_PREVENTION},
+        ]
     if v.shape == "slow" and v.category in SLOW_ACTION:
         recs = [
             {

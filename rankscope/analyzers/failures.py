@@ -79,8 +79,12 @@ def _category(e: Event) -> tuple[str, float] | None:
         if sig is not None and sig.category is not None:
             return sig.category, sig.strength
     if k == "gpu_reading":
-        # nvidia-smi could not reach the GPU ("Unable to determine the device handle")
-        return ("HARDWARE", 0.9) if (f.get("readings") or {}).get("lost") else None
+        # nvidia-smi could not reach the GPU ("Unable to determine the device handle"), or
+        # cannot read sensors that a board of the same model beside it reads
+        readings = f.get("readings") or {}
+        if readings.get("lost"):
+            return "HARDWARE", 0.9
+        return ("HARDWARE", 0.6) if readings.get("sensor_errors_unlike_peers") else None
     if k == "cuda_oom":
         return "OOM", 0.95
     if k == "host_oom_kill":
@@ -148,6 +152,8 @@ def _category(e: Event) -> tuple[str, float] | None:
 
 
 def label_of(e: Event) -> str:
+    if e.kind == "gpu_reading" and not (e.fields.get("readings") or {}).get("lost"):
+        return "nvidia-smi cannot read a GPU's sensors (ERR!)"
     if "sig" in e.fields:
         sig = BY_ID.get(str(e.fields.get("sig")))
         if sig is not None:

@@ -11,6 +11,8 @@ symptom, else UNKNOWN) or every rank inside the collective (NETWORK).
 
 from __future__ import annotations
 
+import bisect
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,36 +44,161 @@ _ECHO_TYPES = {"DistBackendError", "ChildFailedError", "DistStoreError", "Signal
 _TAIL_LINES = 300
 
 
-_ENDED = {
+# -- crash or hang ---------------------------------------------------------------------
+# A failure is a CRASH when some process exited or was killed because of it, a HANG when
+# progress stopped and nothing exited by itself. The rule looks for *exit evidence* at or
+# after the root cause (on the root's own line, later in its file, or in any other file):
+#   - an uncaught exception (``SomeError: …`` / ``Exception: …``), a segfault or abort;
+#   - an exit summary (torchrun ``failed (exitcode: …)``, ``ChildFailedError``, the agent
+#     sending or receiving a signal, a failed worker group);
+#   - a kill: the kernel or cgroup OOM killer, Kubernetes eviction, the scheduler ending
+#     the job because of the root cause itself (time limit, preemption, node failure);
+#   - a message programs print as they give up (``Exiting``, ``exit code``, ``core dumped``).
+# Not exit evidence — the job hung and something else ended the wait:
+#   - a timeout waiting on peers (the NCCL watchdog, a store ``Socket Timeout``, an exit
+#     barrier), and the aborts and exit summaries that follow a collective timeout;
+#   - a person cancelling the job (``CANCELLED AT`` without ``DUE TO``), or the scheduler
+#     ending a job whose root cause was something else (a stuck job reaching its limit).
+# So Xid/AER lines in dmesg, an nvidia-smi reading, an NCCL WARN or a retry loop that the
+# log simply stops after are a hang; the same lines followed by a traceback are a crash.
+_EXIT_KINDS = {
     "python_exception",
     "traceback",
     "segfault",
     "fatal_terminate",
     "teardown",
+    "watchdog_exit",
     "torchrun_failure",
     "torchrun_failed",
     "worker_group_failed",
-    "nccl_error",
-    "async_exception",
-    "slurm_cancelled",
-    "slurm_time_limit",
+    "agent_signal",
+    "sigterm_sent",
     "host_oom_kill",
+    "collective_mismatch",  # NCCL's / torch's check fails the call: the rank raises
+}
+# exits that follow a collective timeout are the watchdog's (or the agent's) reaction to it
+_REACTION_KINDS = {
+    "fatal_terminate",
+    "teardown",
+    "torchrun_failure",
+    "torchrun_failed",
+    "worker_group_failed",
     "agent_signal",
     "sigterm_sent",
 }
+_COLLECTIVE_TIMEOUTS = (
+    "watchdog_timeout",
+    "watchdog_failure",
+    "blocking_wait_timeout",
+    "watchdog_hang",
+)
+# the scheduler ended the job: exit evidence only when that is the root cause itself
+_SCHEDULER_KILLS = {"slurm_time_limit", "slurm_preempted", "node_fail"}
+# a raised exception as Python, PyTorch (``CUDA error: …`` is a RuntimeError's text), an
+# OSError's own text (``[Errno 5] …``) and error files (``"message": "XError: …"``) print it
+_RAISED = re.compile(
+    r"(?:^|[\s:\]>|\"'(])(?:[A-Za-z_][\w.]*(?:Error|Exception)|Exception|[a-z_]\w*\.error)"
+    r"(?:: |$)|CUDA error: |\[Errno \d+\] "
+)
+_EXIT_WORDS = re.compile(
+    r"\bExiting\b|\bexit(?:ed)? (?:with )?(?:code|status)[ :=]*(?!0\b)-?\d|exitcode\s*:?\s*(?!0\b)-?\d"
+    r"|core dumped|\bAborted\b"
+    r"|terminate called|terminated with exception|being killed|Killed process|OOM Killed"
+    r"|oom[-_]kill|\b[Ee]victed\b|killed by signal|: task \d+: Killed|Assertion `.*` failed"
+    r"|Failed, NCCL error|Test NCCL failure"
+)
+# a logging level word before the exception: the program logged it and went on
+_LOGGED = re.compile(r"(?:^|[\s\[:|-])(?:WARNING|WARN|INFO|DEBUG)(?:[\]\s:|-]|$)")
+# Xid 45: the driver tore down the GPU channels of a process that was ending
+_EXIT_XIDS = {45}
+_WAIT_TIMEOUT = re.compile(
+    r"Socket Timeout|[Tt]imed out waiting|[Ww]ait timeout|exit barrier"
+    r"|collective operation timeout|Read timeout \["  # gloo's collective timeout
+)
 
 
-def _process_ended(ctx: Context, e: Event) -> bool:
-    """Some process ended at or after ``e`` (its own line is an exception, or an exception,
-    abort, exit summary or kill follows it in its file or appears in another file)."""
-    if e.kind in _ENDED or e.level == "F":
+# an abort prints its reason after it ("terminate called …", "what(): …", NCCL's "Last error:"
+# block): an exit line this close before the root is the same message
+_ABORT_BLOCK = 8
+
+
+def _exit_line(e: Event) -> bool:
+    """``e``'s own line says a process ended (not a timeout waiting on peers)."""
+    if _WAIT_TIMEOUT.search(e.text):
+        return False
+    if e.kind == "xid":
+        return e.fields.get("xid") in _EXIT_XIDS
+    sig = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
+    if sig is not None and sig.category is None and sig.shape == "crash":
+        return True  # a catalogued "process ended" symptom (signatures.py)
+    if e.kind in _EXIT_KINDS - {"python_exception"} or _EXIT_WORDS.search(e.text):
         return True
+    m = _RAISED.search(e.text)
+    if m is None and e.kind != "python_exception":
+        return False
+    # an exception logged at warning/info level was caught (a retry, a fallback)
+    logged = m is not None and _LOGGED.search(e.text[: m.start()])
+    return e.level not in ("W", "I", "D") and not logged
+
+
+def exit_evidence(ctx: Context, root: Event) -> Event | None:
+    """The first line proving that a process exited or was killed because of ``root``
+    (``root`` itself when its own line does), or None: the job hung."""
+    if root.kind in _SCHEDULER_KILLS or _exit_line(root):
+        return root
+    timed_out = bool(ctx.kinds(*_COLLECTIVE_TIMEOUTS))
+    closing: dict[str, tuple[list[int], list[Event]]] | None = None
     for x in ctx.events:
-        if x is e or not (x.kind in _ENDED or x.level == "F"):
+        if x.file == root.file and x.line <= root.line - _ABORT_BLOCK:
             continue
-        if x.file != e.file or x.line > e.line:
-            return True
-    return False
+        if x.kind in ("slurm_cancelled", *_SCHEDULER_KILLS):
+            continue  # a person, or the clock, ended a job that was already stuck
+        if timed_out and (x.kind in _REACTION_KINDS or x.fields.get("type") in _ECHO_TYPES):
+            continue
+        if x.kind == "traceback":
+            closing = closing if closing is not None else _exceptions_by_file(ctx)
+            if _closed_by_wait_timeout(closing, x):
+                continue  # a logged traceback of a barrier/store wait that timed out
+        if _exit_line(x):
+            return x
+    return None
+
+
+def _exceptions_by_file(ctx: Context) -> dict[str, tuple[list[int], list[Event]]]:
+    out: dict[str, tuple[list[int], list[Event]]] = {}
+    for x in sorted(ctx.by_kind.get("python_exception", []), key=lambda e: (e.file, e.line)):
+        lines, evs = out.setdefault(x.file, ([], []))
+        lines.append(x.line)
+        evs.append(x)
+    return out
+
+
+def _closed_by_wait_timeout(closing: dict[str, tuple[list[int], list[Event]]], tb: Event) -> bool:
+    """The exception that ends traceback ``tb`` (the next one in its file) is a wait timeout."""
+    lines, evs = closing.get(tb.file, ([], []))
+    i = bisect.bisect_right(lines, tb.line)
+    return i < len(evs) and bool(_WAIT_TIMEOUT.search(evs[i].text))
+
+
+# readings of a raised program/configuration error (not a device fault, a crash in native
+# code or a cross-rank check that names ranks)
+_PROGRAM_ERROR_KINDS = {"python_exception", "signature", "traceback"}
+
+
+def _same_on_every_rank(e: Event) -> bool:
+    return e.kind in _PROGRAM_ERROR_KINDS and e.fields.get("around_rank") is None
+
+
+def _failed_tasks(ctx: Context, e: Event) -> list[int]:
+    """The tasks srun reports ended (``srun: error: cn7: task 3: Killed``) in the root's own
+    output file: a step's task index is its rank."""
+    return sorted(
+        {
+            x.rank
+            for x in ctx.events
+            if x.file == e.file and x.fields.get("sig") == "srun-task-failed" and x.rank is not None
+        }
+    )[:64]
 
 
 def _slurm_host(ctx: Context, e: Event) -> list[str]:
@@ -191,7 +318,12 @@ class VerdictAnalyzer:
             "summary": t["summary"] if v.shape != "none" else "",
             "chain": v.chain,
             "trigger": v.root_label or None,
-            "decided_by": v.extra.get("decided_by") or _decided_by(v),
+            "decided_by": "; ".join(
+                x
+                for x in (v.extra.get("decided_by") or _decided_by(v), v.extra.get("shape_rule"))
+                if x
+            )
+            or None,
         }
         ctx.doc["recommendations"] = recommendations(ctx, v)
         ctx.doc["timeline"] = self._timeline(ctx)
@@ -414,14 +546,17 @@ class VerdictAnalyzer:
         rule = exception_rule(t, str(e.fields.get("message", "")))
         rank_host = ctx.facts.get("rank_host", {})
         host = rank_host.get(e.rank) if e.rank is not None else None
+        everyone = rule.category == "SOFTWARE" and _same_on_every_rank(e)
+        # a timeout waiting on peers that the process raised is the hang being detected
+        waited = bool(_WAIT_TIMEOUT.search(e.text))
         return Verdict(
-            shape="crash",
+            shape="hang" if waited else "crash",
             category=rule.category,
             confidence=min(rule.confidence, 0.6),
             root=e,
             root_label=f"uncaught {t} ({rule.why})",
-            culprit_ranks=[e.rank] if e.rank is not None else [],
-            culprit_hosts=[host or e.host] if (host or e.host) else [],
+            culprit_ranks=[e.rank] if e.rank is not None and not everyone else [],
+            culprit_hosts=[host or e.host] if (host or e.host) and not everyone else [],
             extra={"decided_by": f"exception table: {t} → {rule.category} ({rule.why})"},
         )
 
@@ -434,25 +569,28 @@ class VerdictAnalyzer:
         # a cause may name its ranks itself (the odd ones out: analyzers/odd_one_out.py)
         ranks = pick.get("ranks") or sorted({x.rank for x in same if x.rank is not None})
         hosts = sorted({x.host for x in same if x.host})
-        shape = "diverge" if cat == "NUMERICAL" else "crash"
         sig = BY_ID.get(str(e.fields.get("sig")))
-        if sig is not None and sig.shape in ("crash", "hang", "diverge"):
-            shape = sig.shape
-        if (
-            shape == "crash"
-            and sig is not None
-            and "retrying" in e.text
-            and not _process_ended(ctx, e)
-        ):
-            # a connect loop still retrying when the logs end, and nothing says a process
-            # ended (no exception, abort, exit summary): the job sat there — a hang
-            shape = "hang"
+        shape_rule = None
+        if cat == "NUMERICAL":
+            shape = "diverge"
+        elif sig is not None and sig.shape in ("crash", "hang", "diverge"):
+            shape = sig.shape  # the message itself says how the job ended
+        else:
+            ended = exit_evidence(ctx, e)
+            shape = "crash" if ended is not None else "hang"
+            shape_rule = (
+                f"crash: a process ended ({ended.file}:{ended.line})"
+                if ended is not None
+                else "hang: no line says a process exited or was killed because of it"
+            )
         if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout") and not _died_after(ctx, e):
             shape = "hang"  # the rank blocked (no crash of its own); the others hung on it
         shape = pick.get("shape") or shape  # a cause may say how the job ended (odd_one_out.py)
         v = Verdict(
             shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"]
         )
+        if shape_rule and shape == ("crash" if shape_rule.startswith("crash") else "hang"):
+            v.extra["shape_rule"] = shape_rule
         if cat == "HARDWARE":
             rank_host = ctx.facts.get("rank_host", {})
             on_host = sorted(r for r, h in rank_host.items() if h in hosts)
@@ -485,6 +623,14 @@ class VerdictAnalyzer:
             # a per-rank check named the rank whose own values went non-finite
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = hosts
+        elif (sig is not None and sig.shared) or (
+            cat == "SOFTWARE" and not pick.get("ranks") and _same_on_every_rank(e)
+        ):
+            # a program or configuration error raised in Python (an assertion on shapes, an
+            # import, a state dict that does not fit), or a limit every rank shares (a
+            # signature's ``shared``): every rank runs the same code with the same settings,
+            # the rank whose output shows it is only the one that was printed
+            v.culprit_ranks, v.culprit_hosts = [], []
         elif cat in ("NUMERICAL", "INFRA"):
             v.culprit_ranks = []
             node_named = e.kind == "node_fail" or ("sig" in e.fields and "host" in e.fields)
@@ -492,6 +638,8 @@ class VerdictAnalyzer:
         else:
             if not ranks and e.fields.get("around_rank") is not None:
                 ranks = [int(e.fields["around_rank"])]  # NCCL names the rank to check
+            if not ranks:
+                ranks = _failed_tasks(ctx, e)  # srun names the task a kill or exit ended
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = (
                 sorted({ctx.facts.get("rank_host", {}).get(r) for r in ranks[:64]} - {None})
@@ -678,6 +826,13 @@ class VerdictAnalyzer:
             )
 
         add(v.root, v.root_label)
+        if v.root is not None and v.root.kind == "gpu_reading" and chain:
+            # a GPU's event is its first table line: quote the reading that is wrong too
+            lines = v.root.fields.get("lines") or {}
+            for name in ("lost", "sensor_errors"):
+                if name in lines and lines[name][0] != v.root.line:
+                    ln, txt = lines[name]
+                    chain[0]["evidence"].append({"file": v.root.file, "line": ln, "text": txt})
         if v.root is not None and "sig" not in v.root.fields:
             # a wrapper ("Caught OSError in DataLoader worker") re-raises the real error below
             for e in ctx.events:

@@ -251,6 +251,23 @@ class NvidiaSmiParser:
                 table_gpu.set("lost", "ERR! in the nvidia-smi table", line_no, text)
                 table_gpu = None
                 continue
+            if (
+                table_gpu is not None
+                and "ERR!" in s
+                and s.startswith("|")
+                and not _TABLE_USE.match(s)
+            ):
+                # a sensor nvidia-smi cannot read (``|ERR!   54C    P2   ERR! / 225W |``)
+                cell = s.split("|")[1].split()
+                names = {0: "fan", 1: "temp", 2: "perf"}
+                bad = [
+                    names.get(i, "power") for i, tok in enumerate(cell) if tok.startswith("ERR!")
+                ]
+                if "/" in cell and cell.index("/") > 0 and cell[cell.index("/") - 1] == "ERR!":
+                    bad = [b for b in bad if b != "power"] + ["power"]
+                table_gpu.set("sensor_errors", ", ".join(dict.fromkeys(bad)), line_no, text)
+                table_gpu = None
+                continue
             m = _TABLE_USE.match(s)
             if m and table_gpu is not None:
                 table_gpu.set("temp_c", int(m.group("temp")), line_no, text)
@@ -272,6 +289,7 @@ class NvidiaSmiParser:
         if host:
             result.hosts = [host]
         gpus = _merge_samples(gpus)
+        _sensor_errors_unlike_peers(gpus)
         for i, g in enumerate(gpus):
             g.r.setdefault("index", i)
             result.events.append(
@@ -389,6 +407,22 @@ def _bus_key(bus: Any) -> str | None:
         return f"{int(dom, 16):x}:{rest.lower()}"
     except ValueError:
         return bus.lower()
+
+
+def _sensor_errors_unlike_peers(gpus: list[_Gpu]) -> None:
+    """A board whose sensors read ``ERR!`` while a GPU of the same model in the same output
+    reads them: that board's sensors or management controller failed (one ``ERR!`` on every
+    board of a model is how some boards report a sensor they lack)."""
+    for g in gpus:
+        if "sensor_errors" not in g.r:
+            continue
+        peers = [
+            p
+            for p in gpus
+            if p is not g and p.r.get("name") == g.r.get("name") and "sensor_errors" not in p.r
+        ]
+        if any("power_w" in p.r or "temp_c" in p.r for p in peers):
+            g.r["sensor_errors_unlike_peers"] = True
 
 
 def _merge_samples(gpus: list[_Gpu]) -> list[_Gpu]:

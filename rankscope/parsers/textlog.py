@@ -36,6 +36,8 @@ MAX_LINE = 4 << 20  # a "line" longer than this is cut (binary junk, a minified 
 # kinds where the last occurrence matters as much as the first
 _KEEP_LAST = {
     "nccl_progress",
+    "python_exception",  # what the process died of is its last exception
+    "traceback",
     "retry",
     "connection_error",
     "nan_loss",

@@ -1,0 +1,97 @@
+"""Category and culprit rules that are read from the lines, not from a case's shape:
+nvidia-smi sensors, memory-cgroup kills, configuration errors, gloo's collective timeout."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import rankscope as engine
+
+TABLE = """\
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 440.82       Driver Version: 440.82       CUDA Version: 10.2     |
+|-------------------------------+----------------------+----------------------+
+| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |
+|===============================+======================+======================|
+|   0  GeForce RTX 2080    Off  | 00000000:01:00.0 Off |                  N/A |
+|{row0}|   6823MiB /  7982MiB |    100%      Default |
++-------------------------------+----------------------+----------------------+
+|   1  GeForce RTX 2080    Off  | 00000000:02:00.0 Off |                  N/A |
+|{row1}|   6541MiB /  7982MiB |      0%      Default |
++-------------------------------+----------------------+----------------------+
+"""
+ERR_ROW = "ERR!   54C    P2   ERR! / 225W "
+OK_ROW = " 41%   49C    P2    63W / 225W "
+
+
+def _triage(files: dict[str, str]) -> dict[str, Any]:
+    results = [
+        engine.parse_artifact(io.BytesIO(text.encode()), name=name) for name, text in files.items()
+    ]
+    return engine.analyze(results)
+
+
+def test_sensors_a_board_cannot_read_while_its_twin_can_point_at_that_board() -> None:
+    doc = _triage({"nvidia-smi.txt": TABLE.format(row0=ERR_ROW, row1=OK_ROW)})
+    assert (doc["triage"]["category"], doc["triage"]["shape"]) == ("HARDWARE", "hang")
+    cited = [ev["line"] for step in doc["root_cause"]["chain"] for ev in step["evidence"]]
+    assert 8 in cited  # the ERR! row itself, not only the GPU's name line
+    # every board of the model reads ERR!: how those boards report a sensor, not a fault
+    doc = _triage({"nvidia-smi.txt": TABLE.format(row0=ERR_ROW, row1=ERR_ROW)})
+    assert doc["triage"]["shape"] == "none"
+
+
+def test_a_memory_cgroup_kill_is_oom_even_when_the_loader_reports_it() -> None:
+    doc = _triage(
+        {
+            "dmesg.txt": "Memory cgroup out of memory: Killed process 6124 (python) "
+            "total-vm:14119556kB, anon-rss:6538204kB, file-rss:80652kB\n",
+            "train.log": "RuntimeError: DataLoader worker (pid 6124) is killed by signal: Killed.\n",
+        }
+    )
+    assert (doc["triage"]["category"], doc["triage"]["shape"]) == ("OOM", "crash")
+
+
+def test_a_configuration_error_names_no_single_rank() -> None:
+    log = (
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "pretrain.py", line 242, in <module>\n'
+        "[rank0]: AssertionError: First dimension of the tensor should be divisible by tensor "
+        "parallel size\n"
+    )
+    doc = _triage({"pretrain.log": log})
+    assert (doc["triage"]["category"], doc["triage"]["shape"]) == ("SOFTWARE", "crash")
+    assert doc["localization"]["culprit_ranks"] == []
+
+
+def test_gloos_read_timeout_in_a_collective_is_a_hang() -> None:
+    log = (
+        "Traceback (most recent call last):\n"
+        '  File "main.py", line 305, in train\n'
+        "    dist.all_reduce(coalesced)\n"
+        "RuntimeError: [/opt/gloo/transport/tcp/buffer.cc:76] Read timeout [127.0.0.1]:32444\n"
+    )
+    assert _triage({"rank_1.log": log})["triage"]["shape"] == "hang"
+
+
+def test_xla_dist_prefixes_name_the_worker() -> None:
+    line = (
+        "2021-10-18 02:48:58 10.0.7.33 [3]   (1) Resource exhausted: Attempting to allocate "
+        "180.59M. That was not possible. There are 142.58M free.; (0x3x0_HBM1)\n"
+    )
+    doc = _triage({"train.log": line})
+    assert doc["triage"]["category"] == "OOM"
+    assert doc["localization"]["culprit_hosts"] == ["10.0.7.33"]
+
+
+def test_a_limit_every_rank_shares_names_no_rank() -> None:
+    log = (
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by "
+        "insufficient shared memory (shm).\n"
+        "RuntimeError: DataLoader worker (pid 8774) is killed by signal: Bus error.\n"
+    )
+    doc = _triage({"rank_0.log": log})
+    assert (doc["triage"]["category"], doc["triage"]["shape"]) == ("DATA", "crash")
+    assert doc["localization"]["culprit_ranks"] == []
