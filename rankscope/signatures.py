@@ -782,6 +782,26 @@ CATALOGUE: tuple[Signature, ...] = (
         ),
         0.3,
     ),
+    S(
+        "nccl-error-return",
+        (r"INFO \S+\.(?:cc|cu|h|c):[0-9]+ -> [1-9]",),
+        r"INFO (?P<src>\S+\.(?:cc|cu|h|c)):(?P<at>\d+) -> (?P<code>[1-9]\d*)",
+        "NCCL returned an error code to its caller (1 unhandled CUDA error, 2 system error, "
+        "3 internal error, 4 invalid argument, 5 invalid usage, 6 remote error): the trace "
+        "walks up to the framework, which raises it and the process ends. The cause is the "
+        "first NCCL WARN line above the trace.",
+        None,
+        "crash",
+        "error",
+        "Read the first NCCL WARN line above the trace in the same process's output: it names "
+        "the call that failed.",
+        (
+            "gpuq-st-p4d24xlarge-3:428021:428235 [1] NCCL INFO misc/socket.cc:535 -> 6",
+            "gpuq-st-p4d24xlarge-3:428021:428235 [1] NCCL INFO proxy.cc:991 -> 6",
+            "gpu-q-144-103:82123:82182 [0] INFO bootstrap.cu:259 -> 2",
+        ),
+        0.2,
+    ),
 )
 
 BY_ID: dict[str, Signature] = {s.id: s for s in CATALOGUE}
