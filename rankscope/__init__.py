@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from .analyzers import Analyzer, Context, register_analyzer, registered_analyzers
 from .detect import KINDS, detect_kind
-from .document import SCHEMA, analyze
+from .document import SCHEMA
 from .metrics import MetricsTable
 from .model import Event, Options, ParseResult, RankInfo
 from .parsers import ParseError, Parser, parse_artifact, register_parser, registered_parsers
+from .pipeline import analyze
 from .render import render_markdown, render_text
 from .sources import read_paths
 
