@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..metrics import MetricsTable
-from ..model import Event, Options, ParseResult, evidence
+from ..model import Event, Facts, Options, ParseResult, evidence
 
 PHASES = ("triage", "localization", "isolation", "root_cause", "resolution")
 
@@ -70,9 +70,10 @@ class Context:
     by_kind: dict[str, list[Event]] = field(default_factory=dict)
     metrics: MetricsTable | None = None
     year: int | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: Facts = field(default_factory=Facts)
     doc: dict[str, Any] = field(default_factory=dict)
     findings: list[dict[str, Any]] = field(default_factory=list)
+    _kind_of_file: dict[str, str] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, results: Iterable[ParseResult], options: Options) -> Context:
@@ -93,6 +94,12 @@ class Context:
             ctx.by_kind.setdefault(e.kind, []).append(e)
         ctx.metrics = MetricsTable.concat([r.metrics for r in results if r.metrics is not None])
         return ctx
+
+    def kind_of_file(self, name: str) -> str | None:
+        """The artifact kind of the file an event came from."""
+        if self._kind_of_file is None:
+            self._kind_of_file = {r.name: r.kind for r in self.results}
+        return self._kind_of_file.get(name)
 
     def kinds(self, *kinds: str) -> list[Event]:
         out: list[Event] = []
@@ -172,6 +179,7 @@ def _load_builtin() -> None:
         hardware,
         isolation,
         job,
+        localization,
         memory,
         metrics,
         nccl,

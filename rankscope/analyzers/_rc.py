@@ -161,8 +161,4 @@ def job_death(ctx: Context) -> Event | None:
 
 
 def _is_worker(ctx: Context, e: Event) -> bool:
-    kind = ctx.facts.get("_kind_of_file", {}).get(e.file)
-    if kind is None:
-        ctx.facts["_kind_of_file"] = {r.name: r.kind for r in ctx.results}
-        kind = ctx.facts["_kind_of_file"].get(e.file)
-    return kind in ("rank_log", "slurm_job", None)
+    return ctx.kind_of_file(e.file) in ("rank_log", "slurm_job", None)

@@ -212,9 +212,8 @@ class FailuresAnalyzer:
                     "label": label_of(e),
                 }
             )
-        ctx.facts["causes"] = causes
-        loc = ctx.doc["localization"]
-        loc["first_error_by_rank"] = [
+        ctx.facts.causes = causes
+        ctx.facts.first_error_by_rank = [
             {"rank": r, "kind": e.kind, "time": etime(e), **evidence(e)}
             for r, e in sorted(first_by_rank.items())
         ][:4096]
@@ -227,7 +226,7 @@ class FailuresAnalyzer:
         errors.sort(key=lambda e: (etime(e) or "9999", e.file, e.line))
         if errors:
             first = errors[0]
-            loc["first_failure"] = {
+            ctx.facts.first_failure = {
                 "rank": first.rank,
                 "kind": first.kind,
                 "time": etime(first),

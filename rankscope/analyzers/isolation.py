@@ -57,7 +57,7 @@ class IsolationAnalyzer:
         return topo
 
     def _groups(self, ctx: Context, iso: dict[str, Any], topo: dict[str, dict[str, Any]]) -> None:
-        rank_host = ctx.facts.get("rank_host", {})
+        rank_host = ctx.facts.rank_host
         world = ctx.doc.get("job", {}).get("world_size")
         p = ctx.options.pipeline_stages
         results = []

@@ -61,16 +61,16 @@ class JobAnalyzer:
         first = [ri.first_time for r in ctx.results for ri in r.rank_info.values() if ri.first_time]
         if ctx.year:
             first = [f"{ctx.year:04d}{t[4:]}" if t.startswith("0000-") else t for t in first]
-        ctx.facts["job_start"] = min(first) if first else None
+        ctx.facts.job_start = min(first) if first else None
         steps = [
             ri.last_step
             for r in ctx.results
             for ri in r.rank_info.values()
             if ri.last_step is not None
         ]
-        ctx.facts["last_step"] = max(steps) if steps else None
-        ctx.facts["rank_host"] = rank_host
-        ctx.facts["seen"] = seen
+        ctx.facts.last_step = max(steps) if steps else None
+        ctx.facts.rank_host = rank_host
+        ctx.facts.seen = seen
 
     def _world_size(self, ctx: Context, seen: set[int]) -> tuple[int | None, str | None]:
         claims: dict[str, int] = {}

@@ -195,19 +195,7 @@ class NcclAnalyzer:
                     r["role"] = "notified"
 
         ordered = sorted(rows.values(), key=lambda r: (r["rank"], r["pg"]))
-        loc = ctx.doc["localization"]
-        loc["nccl"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in ordered][
-            : ctx.options.max_nccl_rows
-        ]
-        loc["initiator_ranks"] = sorted(own)
-        loc["notified_ranks"] = sorted(notified)
-        loc["straggler_ranks"] = stragglers
-        loc["nccl_groups"] = _groups(ordered)
-        if notified_from:
-            named = Counter(v for v in notified_from.values() if v is not None)
-            loc["dump_signal_from"] = [{"rank": r, "notified": n} for r, n in named.most_common(10)]
-
-        seen = ctx.facts.get("seen", set())
+        seen = ctx.facts.seen
         with_state = {r["rank"] for r in ordered}
         in_coll = [
             r
@@ -233,8 +221,9 @@ class NcclAnalyzer:
             and not silent
             and len({r["rank"] for r in in_coll}) >= max(2, int(0.9 * world))
         )
-        ctx.facts["nccl"] = {
+        ctx.facts.nccl = {
             "rows": ordered,
+            "groups": _groups(ordered),
             "targets": targets,
             "own": own,
             "notified": notified,
@@ -304,7 +293,7 @@ class NcclAnalyzer:
                 detail="No NCCL work was pending on this rank: it was stuck outside NCCL (training loop, data loading, host code) while the others waited.",
                 confidence=0.9,
                 ranks=[rank],
-                hosts=[h for h in [ctx.facts.get("rank_host", {}).get(rank)] if h],
+                hosts=[h for h in [ctx.facts.rank_host.get(rank)] if h],
                 evidence_events=[ev],
             )
         firsts = ctx.kinds("dump_first")

@@ -53,7 +53,7 @@ class PostmortemInputsAnalyzer:
     def run(self, ctx: Context) -> None:
         job = ctx.doc["job"]
         metrics: dict[str, Any] = {}
-        last = ctx.facts.get("last_step")
+        last = ctx.facts.last_step
         for _, m in metrics_files(ctx):
             if not m.has("step"):
                 continue

@@ -30,7 +30,7 @@ lines of a log) and every GPU telemetry series (DCGM, nvidia-smi, W&B system met
    when that is all there is. An uploaded NVRx report (``straggler_score`` column) wins.
    1.0 = typical, 0.5 = twice as slow. Written to ``localization.straggler_scores``.
 
-Declared output (``ctx.facts["metrics"]["slowdown"]``, also ``doc["localization"]["slowdown"]``
+Declared output (``ctx.facts.metrics["slowdown"]``, also ``ctx.facts.slowdown`` → ``localization.slowdown``
 without the finding): ``category``, ``part`` (compute|comm|data|step), ``ranks``,
 ``hosts``, ``gpus`` ([{host, gpu}]), ``switches``, ``factor``, ``onset_step``,
 ``onset_time``, ``confidence``, ``label``, ``finding`` (the finding dict). The verdict
@@ -108,7 +108,7 @@ def build_frame(ctx: Context) -> Frame:
 def _fill_places(ctx: Context, fr: Frame) -> None:
     """Host of a rank from the logs; rank of a (host, GPU) telemetry row from the ranks
     the logs put on that host (local rank = GPU index, the launchers' default binding)."""
-    rank_host: dict[int, str] = ctx.facts.get("rank_host", {}) or {}
+    rank_host: dict[int, str] = ctx.facts.rank_host
     host, rank, gpu = fr.cols["host"], fr.cols["rank"], fr.cols["gpu"]
     for i in np.flatnonzero([h is None for h in host]):
         r = rank[i]
@@ -205,7 +205,7 @@ class SlowdownAnalyzer:
         fr = build_frame(ctx)
         if not fr.files:
             return
-        met = ctx.facts.setdefault("metrics", {})
+        met = ctx.facts.metrics
         step = fr.cols["step"]
         level = self._level(fr)
         onset = None
@@ -244,9 +244,7 @@ class SlowdownAnalyzer:
         )
         if verdict is not None:
             met["slowdown"] = verdict
-            ctx.doc["localization"]["slowdown"] = {
-                k: v for k, v in verdict.items() if k != "finding"
-            }
+            ctx.facts.slowdown = {k: v for k, v in verdict.items() if k != "finding"}
 
     def _columns(self, ctx: Context) -> None:
         """Per metrics file: which column fed which measure, and the columns nothing placed."""
@@ -324,15 +322,14 @@ class SlowdownAnalyzer:
             scores = {r: (med / v if v > 0 else 1.0) for r, v in per.items()}
         if not scores:
             return
-        loc = ctx.doc["localization"]
-        loc["straggler_scores"] = {
+        ctx.facts.straggler_scores = {
             str(r): round(min(s, 9.99), 3) for r, s in sorted(scores.items())
         }
-        loc["straggler_score_source"] = source
-        ctx.facts.setdefault("metrics", {})["straggler_scores"] = scores
+        ctx.facts.straggler_score_source = source
+        ctx.facts.metrics["straggler_scores"] = scores
         slow = sorted(r for r, s in scores.items() if s < ctx.options.straggler_score)
         if slow and len(slow) <= max(1, len(scores) // 4):
-            loc["straggler_ranks"] = sorted(set(loc["straggler_ranks"]) | set(slow))
+            ctx.facts.metric_stragglers.update(slow)
 
     # -- attribution ------------------------------------------------------------------
     def _attribute(
@@ -514,7 +511,7 @@ class SlowdownAnalyzer:
 
     def _storage_or_data(self, ctx: Context, ranks: list[int]) -> str:
         rs = set(ranks)
-        for c in ctx.facts.get("causes", []):
+        for c in ctx.facts.causes:
             if c["category"] == "STORAGE_IO" and (not rs or c["event"].rank in rs):
                 return "STORAGE_IO"
         return "DATA"
@@ -939,7 +936,7 @@ class SlowdownAnalyzer:
         if not signs or len(signs) > len(ranks) // 4 + 1:
             return
         evs = [g["event"] for g in signs if g.get("event") is not None]
-        ctx.facts.setdefault("metrics", {})["throttled_gpus"] = [
+        ctx.facts.metrics["throttled_gpus"] = [
             {k: g[k] for k in ("rank", "gpu", "host")} for g in signs
         ]
         ctx.add_finding(

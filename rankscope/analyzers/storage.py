@@ -9,7 +9,7 @@ Clock alignment: AIS daemons log in their own zone (the ``… UTC =====``
 markers say which); worker logs rarely say. The anchor both sides saw is the
 job's death: on the AIS side, the moment the targets' ``get.n`` counter stops
 growing. An offset near a whole number of half-hours (±10 min) is a timezone
-difference and is applied to every AIS time (``ctx.facts["clock_offsets"]``,
+difference and is applied to every AIS time (``ctx.facts.clock_offsets``,
 used by the chain analyzer); a smaller one is reported as skew only.
 """
 
@@ -67,7 +67,7 @@ class StorageAnalyzer:
         offset, anchor = self._offset(ctx, ais, death)
         out["offset_seconds"] = offset
         if offset:
-            ctx.facts.setdefault("clock_offsets", {}).update({r.name: offset for r in ais})
+            ctx.facts.clock_offsets.update({r.name: offset for r in ais})
             for r in ais:
                 for e in r.events:
                     e.time = shift_iso(e.time, offset)
@@ -231,7 +231,7 @@ class StorageAnalyzer:
             {"step": label, "time": e.time, "daemon": e.host, "file": e.file, "line": e.line}
             for label, e in chain
         ]
-        ctx.facts["storage_chain"] = chain
+        ctx.facts.storage_chain = chain
         if len(chain) >= 2:
             ctx.add_finding(
                 phase="root_cause",

@@ -18,6 +18,7 @@ from ..model import Event, evidence
 from ..signatures import BY_ID, exception_rule
 from . import Context, register_analyzer
 from .advice import recommendations, summary
+from .chain import apply_chain
 from .failures import etime
 
 NON_FATAL = {"data_error", "storage_error", "retry_exhausted", "connection_error", "retry"}
@@ -181,18 +182,20 @@ class VerdictAnalyzer:
             confidence=round(v.confidence, 2),
         )
         t["summary"] = summary(ctx, v)
-        loc = ctx.doc["localization"]
-        loc["culprit_ranks"] = sorted(set(v.culprit_ranks))
-        loc["culprit_hosts"] = sorted(set(v.culprit_hosts))
-        ctx.doc["root_cause"] = {
+        ctx.facts.culprit_ranks = sorted(set(v.culprit_ranks))
+        ctx.facts.culprit_hosts = sorted(set(v.culprit_hosts))
+        rc = {
             "category": v.category,
             "summary": t["summary"] if v.shape != "none" else "",
             "chain": v.chain,
             "trigger": v.root_label or None,
             "decided_by": v.extra.get("decided_by") or _decided_by(v),
         }
+        timeline = self._timeline(ctx)
+        apply_chain(ctx, t, rc, timeline)
+        ctx.doc["root_cause"] = rc
         ctx.doc["recommendations"] = recommendations(ctx, v)
-        ctx.doc["timeline"] = self._timeline(ctx)
+        ctx.doc["timeline"] = timeline
         if v.root is not None and v.shape != "none":
             ctx.add_finding(
                 phase="root_cause",
@@ -208,15 +211,15 @@ class VerdictAnalyzer:
 
     # -- decision ---------------------------------------------------------
     def _decide(self, ctx: Context) -> Verdict:
-        causes = ctx.facts.get("causes", [])
-        nccl = ctx.facts.get("nccl", {})
-        met = ctx.facts.get("metrics", {})
+        causes = ctx.facts.causes
+        nccl = ctx.facts.nccl
+        met = ctx.facts.metrics
         succeeded = bool(ctx.by_kind.get("run_succeeded"))
         fatal = any(ctx.by_kind.get(k) for k in FATAL)
         strong = [c for c in causes if c["strength"] >= 0.5]
         specific = [c for c in strong if c["category"] != "NETWORK"]
         network = [c for c in strong if c["category"] == "NETWORK"]
-        exhausted = ctx.facts.get("retry_exhausted", [])
+        exhausted = ctx.facts.retry_exhausted
 
         if succeeded and not fatal:
             if (
@@ -323,7 +326,7 @@ class VerdictAnalyzer:
                 },
             )
         if fatal:
-            ev = ctx.facts.get("torchrun_first") or ctx.kinds(*FATAL)[0]
+            ev = ctx.facts.torchrun_first or ctx.kinds(*FATAL)[0]
             killed = [
                 e
                 for e in ctx.kinds("torchrun_failure", "torchrun_failed")
@@ -403,7 +406,7 @@ class VerdictAnalyzer:
         e = evs[-1]
         t = str(e.fields.get("type", ""))
         rule = exception_rule(t, str(e.fields.get("message", "")))
-        rank_host = ctx.facts.get("rank_host", {})
+        rank_host = ctx.facts.rank_host
         host = rank_host.get(e.rank) if e.rank is not None else None
         return Verdict(
             shape="crash",
@@ -445,7 +448,7 @@ class VerdictAnalyzer:
             shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"]
         )
         if cat == "HARDWARE":
-            rank_host = ctx.facts.get("rank_host", {})
+            rank_host = ctx.facts.rank_host
             on_host = sorted(r for r, h in rank_host.items() if h in hosts)
             errs = sorted(
                 {
@@ -464,7 +467,7 @@ class VerdictAnalyzer:
             v.culprit_ranks = ranks or hw_ranks or errs or on_host
             v.culprit_hosts = hosts
         elif cat == "NETWORK":
-            nccl = ctx.facts.get("nccl", {})
+            nccl = ctx.facts.nccl
             v.culprit_ranks = []
             all_hosts = set(ctx.doc["job"].get("hosts", {}))
             v.culprit_hosts = (
@@ -485,14 +488,14 @@ class VerdictAnalyzer:
                 ranks = [int(e.fields["around_rank"])]  # NCCL names the rank to check
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = (
-                sorted({ctx.facts.get("rank_host", {}).get(r) for r in ranks[:64]} - {None})
+                sorted({ctx.facts.rank_host.get(r) for r in ranks[:64]} - {None})
                 or hosts
                 or _slurm_host(ctx, e)
             )
         return v
 
     def _straggler(self, ctx: Context, stragglers: list[int]) -> Verdict:
-        rows = [r for r in ctx.facts["nccl"]["rows"] if r["role"] == "straggler"]
+        rows = [r for r in ctx.facts.nccl["rows"] if r["role"] == "straggler"]
         symptoms = [e for e in ctx.events if e.rank in set(stragglers) and e.kind in DATA_SYMPTOMS]
         symptoms += [
             e
@@ -511,7 +514,7 @@ class VerdictAnalyzer:
                 if etime(e) is None
                 or (_seconds_between(etime(e), t.time) or 0) <= t.fields["timeout_ms"] / 1000 + 600
             ]
-        rank_host = ctx.facts.get("rank_host", {})
+        rank_host = ctx.facts.rank_host
         hosts = sorted({rank_host[r] for r in stragglers if r in rank_host})
         if symptoms:
             symptoms.sort(key=lambda e: (etime(e) or "9999", e.line))
@@ -602,10 +605,10 @@ class VerdictAnalyzer:
         if v.shape == "none":
             return "unknown"
         if v.shape == "slow":
-            met = ctx.facts.get("metrics", {})
+            met = ctx.facts.metrics
             step = (met.get("slowdown") or {}).get("onset_step") or met.get("drop_step")
             return "unknown" if step is None else ("immediately" if step <= 5 else "after_warmup")
-        start = ctx.facts.get("job_start")
+        start = ctx.facts.job_start
         at = etime(v.root) if v.root is not None else None
         if v.shape == "hang":
             timeouts = ctx.kinds("watchdog_timeout")
@@ -627,11 +630,9 @@ class VerdictAnalyzer:
                 if gap is not None:
                     return self._bucket(ctx, gap - timeouts[0].fields["timeout_ms"] / 1000.0, None)
         gap = _seconds_between(start, at)
-        step = (v.root.fields.get("step") if v.root is not None else None) or ctx.facts.get(
-            "last_step"
-        )
+        step = (v.root.fields.get("step") if v.root is not None else None) or ctx.facts.last_step
         if v.shape == "slow":
-            step = ctx.facts.get("metrics", {}).get("drop_step") or step
+            step = ctx.facts.metrics.get("drop_step") or step
         return self._bucket(ctx, gap, step)
 
     def _bucket(self, ctx: Context, gap: float | None, step: int | None) -> str:
@@ -722,7 +723,7 @@ class VerdictAnalyzer:
             evs = ctx.kinds(kind)
             if evs and (v.root is None or evs[0] is not v.root):
                 add(evs[-1] if kind == "teardown" else evs[0], what)
-        first = ctx.facts.get("torchrun_first")
+        first = ctx.facts.torchrun_first
         if first is not None:
             add(
                 first,
