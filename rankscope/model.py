@@ -271,6 +271,8 @@ class Facts:
     straggler_scores: dict[str, float] | None = None
     straggler_score_source: str | None = None
     slowdown: dict[str, Any] | None = None
+    # slowdown (52) → postmortem_inputs (metrics.files): per metrics file, what fed each measure
+    metric_sources: list[dict[str, Any]] | None = None
     # storage (60) → chain
     clock_offsets: dict[str, float] = field(default_factory=dict)
     storage_chain: list[tuple[str, Event]] = field(default_factory=list)

@@ -1,27 +1,38 @@
 """Analyzer plugins and the one loop that runs them.
 
-The interface every analyzer implements::
+An analyzer declares itself in its own module, in one place::
 
     class MyAnalyzer:
         name = "my_analyzer"     # stable; shown in the document's "analyzers" list
         phase = "isolation"      # triage | localization | isolation | root_cause | resolution
         order = 60               # analyzers run in ascending order
+        reads = ("events", "facts.rank_host")        # what it reads
+        writes = ("facts.my_fact", "findings")        # what it writes
 
         def run(self, ctx: Context) -> None:
-            # Read ctx.events / ctx.by_kind / ctx.results / ctx.metrics and what earlier
-            # analyzers left in ctx.facts; add findings with ctx.add_finding(...) (every
-            # finding needs at least one Event as evidence); write document sections
-            # (ctx.doc["job"], ctx.doc["localization"], …) only if you own them.
+            # Read ctx.events / ctx.by_kind / ctx.results / ctx.metrics and the facts
+            # earlier analyzers left (ctx.facts, a ``Facts``); add findings with
+            # ctx.add_finding(...) (every finding needs at least one Event as evidence);
+            # write a document section (ctx.doc[...]) only if you are its writer.
 
-Register with ``register_analyzer(MyAnalyzer())``. Built-in order: job 10,
-nccl 20, failures 30, flight_recorder 32, odd_one_out 34, torchrun 35, noise 40, metrics 50, slowdown 52,
-verdict 90 (the verdict reads everything before it and writes triage/root_cause/timeline/
-recommendations). An analyzer that raises is recorded in
-``doc["analysis"]["errors"]`` and the others still run.
+    register_analyzer(MyAnalyzer())
+
+``reads``/``writes`` name ``facts.<attribute>`` (``rankscope.model.Facts``),
+``doc.<section>`` (or ``doc.isolation.<key>``), ``findings``, ``events``, ``results``
+and ``metrics``. A document section has one writer: registering a second one fails.
+``tests/analysis/engine/test_document_shape.py`` checks the declarations against the
+code and that every fact read is written by an analyzer of lower order.
+
+Every module of this package is imported on first use, so a new analyzer is one new
+file. ``registered_analyzers()`` lists them in order (the built-in orders are in
+docs/analysis.md). An analyzer that raises is recorded in
+``doc["analysis"]["analyzers"]`` and the others still run.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +48,8 @@ class Analyzer(Protocol):
     name: str
     phase: str
     order: int
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
 
     def run(self, ctx: Context) -> None: ...
 
@@ -45,10 +58,27 @@ _REGISTRY: dict[str, Analyzer] = {}
 
 
 def register_analyzer(analyzer: Analyzer) -> Analyzer:
+    """Add ``analyzer`` to the loop; a document section it writes must have no other writer."""
     if analyzer.phase not in PHASES:
         raise ValueError(f"unknown phase {analyzer.phase!r}")
+    for section in section_writes(analyzer):
+        other = next(
+            (
+                a.name
+                for a in _REGISTRY.values()
+                if a.name != analyzer.name and section in section_writes(a)
+            ),
+            None,
+        )
+        if other is not None:
+            raise ValueError(f"{analyzer.name} and {other} would both write {section}")
     _REGISTRY[analyzer.name] = analyzer
     return analyzer
+
+
+def section_writes(analyzer: Analyzer) -> set[str]:
+    """The document sections (or ``isolation`` keys) an analyzer declares it writes."""
+    return {w for w in getattr(analyzer, "writes", ()) if w.startswith("doc.")}
 
 
 def registered_analyzers() -> list[Analyzer]:
@@ -171,25 +201,7 @@ def _load_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    from . import (  # noqa: F401  # noqa: F401, PLC0415
-        chain,
-        correlation,
-        failures,
-        flight_recorder,
-        hardware,
-        isolation,
-        job,
-        localization,
-        memory,
-        metrics,
-        nccl,
-        noise,
-        numerics,
-        odd_one_out,
-        postmortem_inputs,
-        proposals,
-        slowdown,
-        storage,
-        torchrun,
-        verdict,
-    )
+    # every module of the package: an analyzer registers itself when its module is imported
+    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if not mod.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{mod.name}")

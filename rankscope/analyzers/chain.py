@@ -76,6 +76,8 @@ class ChainAnalyzer:
     name = "chain"
     phase = "root_cause"
     order = 85
+    reads = ("events", "facts.storage_chain", "facts.clock_offsets", "facts.nccl")
+    writes = ("facts.chain",)
 
     def run(self, ctx: Context) -> None:
         ordered = self._aligned(ctx)

@@ -65,6 +65,8 @@ class CorrelationAnalyzer:
     name = "correlation"
     phase = "root_cause"
     order = 70
+    reads = ("events",)
+    writes = ("doc.isolation.correlation", "findings")
 
     def run(self, ctx: Context) -> None:
         W = float(ctx.options.correlation_window)

@@ -163,6 +163,8 @@ class FailuresAnalyzer:
     name = "failures"
     phase = "triage"
     order = 30
+    reads = ("events",)
+    writes = ("facts.causes", "facts.first_error_by_rank", "facts.first_failure", "findings")
 
     def run(self, ctx: Context) -> None:
         _approximate_times(ctx)

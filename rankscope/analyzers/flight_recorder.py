@@ -135,6 +135,8 @@ class FlightRecorderAnalyzer:
     name = "flight_recorder"
     phase = "localization"
     order = 32  # after nccl (20) and failures (30): it amends their conclusions
+    reads = ("results", "doc.job", "facts.rank_host", "facts.nccl")
+    writes = ("facts.flight_recorder", "facts.nccl", "facts.causes", "findings")
 
     def run(self, ctx: Context) -> None:
         dumps: dict[int, _Dump] = {}

@@ -92,6 +92,8 @@ class HardwareAnalyzer:
     name = "hardware"
     phase = "isolation"
     order = 61
+    reads = ("events", "doc.job")
+    writes = ("doc.hardware", "findings")
 
     def run(self, ctx: Context) -> None:
         out: dict[str, Any] = {"xid": [], "gpus": [], "repeat_offenders": []}

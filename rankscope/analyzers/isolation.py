@@ -32,6 +32,15 @@ class IsolationAnalyzer:
     name = "isolation"
     phase = "isolation"
     order = 65
+    reads = ("events", "doc.job", "facts.rank_host")
+    writes = (
+        "doc.isolation.topology_hosts",
+        "doc.isolation.groups",
+        "doc.isolation.intra_vs_inter",
+        "doc.isolation.nccl_tests",
+        "doc.isolation.bisection",
+        "findings",
+    )
 
     def run(self, ctx: Context) -> None:
         iso = ctx.doc.setdefault("isolation", {})

@@ -31,6 +31,21 @@ class LocalizationAnalyzer:
     name = "localization"
     phase = "localization"
     order = 91
+    reads = (
+        "facts.nccl",
+        "facts.first_error_by_rank",
+        "facts.first_failure",
+        "facts.flight_recorder",
+        "facts.odd_one_out",
+        "facts.torchrun_failures",
+        "facts.metric_stragglers",
+        "facts.straggler_scores",
+        "facts.straggler_score_source",
+        "facts.slowdown",
+        "facts.culprit_ranks",
+        "facts.culprit_hosts",
+    )
+    writes = ("doc.localization",)
 
     def run(self, ctx: Context) -> None:
         f = ctx.facts

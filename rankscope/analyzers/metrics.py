@@ -69,6 +69,8 @@ class MetricsAnalyzer:
     name = "metrics"
     phase = "localization"
     order = 50
+    reads = ("metrics", "facts.rank_host")
+    writes = ("facts.metrics", "facts.metric_stragglers", "findings")
 
     def run(self, ctx: Context) -> None:
         m = ctx.metrics

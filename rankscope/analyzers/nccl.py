@@ -48,6 +48,8 @@ class NcclAnalyzer:
     name = "nccl"
     phase = "localization"
     order = 20
+    reads = ("events", "doc.job", "facts.seen", "facts.rank_host")
+    writes = ("facts.nccl", "findings")
 
     def run(self, ctx: Context) -> None:
         per_rank: dict[int, dict[str, list[Event]]] = {}

@@ -14,6 +14,8 @@ class RetryNoiseAnalyzer:
     name = "retry_noise"
     phase = "triage"
     order = 40
+    reads = ("events", "results")
+    writes = ("facts.retry_exhausted", "facts.retry_escalated", "facts.retry_noise", "findings")
 
     def run(self, ctx: Context) -> None:
         retries = ctx.by_kind.get("retry", [])

@@ -67,6 +67,14 @@ class NumericsAnalyzer:
     name = "numerics"
     phase = "isolation"
     order = 63
+    reads = ("results", "events")
+    writes = (
+        "doc.isolation.numerics",
+        "doc.isolation.loss",
+        "doc.isolation.step_time",
+        "doc.isolation.pipeline_bubble",
+        "findings",
+    )
 
     def run(self, ctx: Context) -> None:
         iso = ctx.doc.setdefault("isolation", {})

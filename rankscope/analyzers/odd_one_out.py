@@ -58,6 +58,8 @@ class OddOneOutAnalyzer:
     name = "odd_one_out"
     phase = "localization"
     order = 34
+    reads = ("results", "events", "facts.nccl", "facts.rank_host", "facts.causes")
+    writes = ("facts.odd_one_out", "facts.causes", "findings")
 
     def run(self, ctx: Context) -> None:
         out: list[dict[str, Any]] = []

@@ -220,6 +220,15 @@ class ProposalsAnalyzer:
     name = "proposals"
     phase = "resolution"
     order = 99
+    reads = (
+        "findings",
+        "doc.triage",
+        "doc.root_cause",
+        "doc.localization",
+        "doc.job",
+        "doc.storage",
+    )
+    writes = ("doc.proposals",)
 
     def run(self, ctx: Context) -> None:
         doc = ctx.doc

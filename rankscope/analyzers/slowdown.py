@@ -199,6 +199,16 @@ class SlowdownAnalyzer:
     name = "slowdown"
     phase = "localization"
     order = 52
+    reads = ("results", "metrics", "facts.rank_host", "facts.causes", "facts.metrics")
+    writes = (
+        "facts.metrics",
+        "facts.metric_stragglers",
+        "facts.straggler_scores",
+        "facts.straggler_score_source",
+        "facts.slowdown",
+        "facts.metric_sources",
+        "findings",
+    )
 
     def run(self, ctx: Context) -> None:
         self._columns(ctx)
@@ -265,7 +275,7 @@ class SlowdownAnalyzer:
                 }
             )
         if files:
-            ctx.doc.setdefault("metrics", {})["files"] = files
+            ctx.facts.metric_sources = files
 
     # -- the job's step-time level per step ----------------------------------------
     def _level(self, fr: Frame) -> dict[int, float] | None:

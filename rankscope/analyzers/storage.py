@@ -55,6 +55,8 @@ class StorageAnalyzer:
     name = "storage"
     phase = "isolation"
     order = 60
+    reads = ("results", "events")
+    writes = ("doc.storage", "facts.clock_offsets", "facts.storage_chain", "findings")
 
     def run(self, ctx: Context) -> None:
         ais = _ais_results(ctx)

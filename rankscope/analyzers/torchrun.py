@@ -16,6 +16,8 @@ class TorchrunAnalyzer:
     name = "torchrun"
     phase = "localization"
     order = 35
+    reads = ("events",)
+    writes = ("facts.torchrun_first", "facts.torchrun_failures", "findings")
 
     def run(self, ctx: Context) -> None:
         failures = [e for e in ctx.by_kind.get("torchrun_failure", [])]

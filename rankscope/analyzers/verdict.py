@@ -158,6 +158,28 @@ class VerdictAnalyzer:
     name = "verdict"
     phase = "root_cause"
     order = 90
+    reads = (
+        "events",
+        "doc.job",
+        "facts.causes",
+        "facts.nccl",
+        "facts.metrics",
+        "facts.retry_exhausted",
+        "facts.torchrun_first",
+        "facts.rank_host",
+        "facts.job_start",
+        "facts.last_step",
+        "facts.chain",
+    )
+    writes = (
+        "doc.triage",
+        "doc.root_cause",
+        "doc.timeline",
+        "doc.recommendations",
+        "facts.culprit_ranks",
+        "facts.culprit_hosts",
+        "findings",
+    )
 
     def run(self, ctx: Context) -> None:
         v = self._decide(ctx)

@@ -68,3 +68,101 @@ def test_documents_match_the_declared_shape(case) -> None:
         assert set(doc[key]) <= _keys(td), (key, set(doc[key]) - _keys(td))
         assert td.__required_keys__ <= set(doc[key]), key
     assert all(a["status"] == "ok" for a in doc["analysis"]["analyzers"])
+
+
+# -- declarations ------------------------------------------------------------------
+
+# helper modules whose fact reads belong to the analyzer that calls them
+HELPERS = {"advice.py": "verdict.py"}
+_FACT = re.compile(r"ctx\.facts\.(\w+)(\s*(?:=(?!=)|\.update\(|\.append\(|\[[^\]]*\]\s*=))?")
+
+
+def _declared() -> dict[str, object]:
+    from rankscope.analyzers import registered_analyzers
+
+    return {f"{type(a).__module__.rsplit('.', 1)[-1]}.py": a for a in registered_analyzers()}
+
+
+def test_analyzers_declare_the_facts_they_read_and_write() -> None:
+    declared = _declared()
+    for name, src in _sources().items():
+        owner = declared.get(HELPERS.get(name, name))
+        if owner is None:
+            continue
+        for m in _FACT.finditer(src):
+            fact = f"facts.{m.group(1)}"
+            if m.group(2):
+                assert fact in owner.writes, (name, fact, "written, not declared")
+            else:
+                assert fact in owner.reads or fact in owner.writes, (name, fact, "read")
+
+
+def test_every_fact_read_is_written_earlier() -> None:
+    from rankscope.analyzers import registered_analyzers
+    from rankscope.model import Facts
+
+    fields = set(get_type_hints(Facts))
+    analyzers = registered_analyzers()
+    for a in analyzers:
+        for r in a.reads:
+            if not r.startswith("facts."):
+                continue
+            assert r.removeprefix("facts.") in fields, (a.name, r)
+            writers = [b for b in analyzers if r in b.writes and b.order < a.order]
+            assert writers, (a.name, r, "no analyzer of lower order writes it")
+
+
+def test_a_section_cannot_get_a_second_writer() -> None:
+    from rankscope.analyzers import register_analyzer
+
+    class Rogue:
+        name, phase, order = "rogue", "triage", 5
+        reads: tuple[str, ...] = ()
+        writes = ("doc.localization",)
+
+        def run(self, ctx: object) -> None: ...
+
+    with pytest.raises(ValueError, match=r"both write doc\.localization"):
+        register_analyzer(Rogue())
+
+
+# -- parsers declare their kinds --------------------------------------------------
+
+
+def test_a_new_parser_is_detected_from_its_own_declaration() -> None:
+    from rankscope import parsers
+    from rankscope.detect import Recognizer
+    from rankscope.model import ParseResult
+
+    class GpuBurn:
+        name = "gpu_burn"
+        kinds = ("gpu_burn",)
+        recognizers = (Recognizer("gpu_burn", 45, lambda h: h.text.startswith("GPU_BURN")),)
+
+        def parse(self, stream, result: ParseResult, progress) -> None:
+            result.facts["burned"] = True
+
+    before = (dict(parsers._REGISTRY), list(parsers._RECOGNIZERS))
+    try:
+        parsers.register_parser(GpuBurn())
+        assert parsers.detect_kind("burn.txt", b"GPU_BURN 100%\n") == "gpu_burn"
+        assert "gpu_burn" in parsers.artifact_kinds()
+        import io
+
+        r = parsers.parse_artifact(io.BytesIO(b"GPU_BURN 100%\n"), name="burn.txt")
+        assert (r.kind, r.parser, r.facts.get("burned")) == ("gpu_burn", "gpu_burn", True)
+    finally:
+        parsers._REGISTRY.clear()
+        parsers._REGISTRY.update(before[0])
+        parsers._RECOGNIZERS[:] = before[1]
+
+
+def test_every_parser_and_analyzer_is_listed_in_the_docs() -> None:
+    from rankscope.analyzers import registered_analyzers
+    from rankscope.parsers import registered_parsers
+
+    docs = (Path(__file__).resolve().parents[3] / "docs" / "analysis.md").read_text("utf-8")
+    for name in sorted(set(registered_parsers().values())):
+        assert f"`{name}`" in docs, f"parser {name} is missing from docs/analysis.md"
+    for a in registered_analyzers():
+        assert f"**{a.name}**" in docs or f"`{a.name}`" in docs, f"analyzer {a.name}"
