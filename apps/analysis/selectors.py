@@ -7,6 +7,7 @@ from typing import Any
 
 from apps.analysis.models import AnalysisRun, Finding, RunStatus
 from apps.incidents.models import Incident
+from rankscope.render import rank_ranges
 
 PHASES = ("triage", "localization", "isolation", "root_cause", "resolution")
 PHASE_LABELS = {
@@ -39,20 +40,6 @@ def _parse_counts(incident: Incident) -> dict[str, int]:
     from apps.ingest.selectors import incident_parse_counts
 
     return dict(incident_parse_counts(incident=incident))
-
-
-def rank_ranges(ranks: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] → "0-2, 5, 7-8": a thousand ranks stay one short line."""
-    out: list[str] = []
-    values = sorted({int(r) for r in ranks})
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        out.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from apps.investigation.models import (
     WhyChain,
     WhyStep,
 )
+from rankscope.render import rank_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -49,26 +50,6 @@ def analysis_document(*, incident: Incident) -> dict[str, Any] | None:
     except ImportError:  # the analysis app is not deployed in this build
         return None
     return analysis_document_for_incident(incident=incident)
-
-
-def rank_ranges(ranks: list[int] | None, limit: int = 12) -> str:
-    """[0,1,2,3,7] → "0-3, 7"; long lists end in "… (N ranks)"."""
-    rs = sorted({int(r) for r in ranks or []})
-    if not rs:
-        return ""
-    parts: list[str] = []
-    start = prev = rs[0]
-    for r in [*rs[1:], None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    text = ", ".join(parts[:limit])
-    if len(parts) > limit:
-        text += f", … ({len(rs)} ranks)"
-    return text
 
 
 def _is_noise(finding: dict[str, Any]) -> bool:
@@ -196,9 +177,9 @@ def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
         scope=str(triage.get("scope") or "").replace("_", " "),
         when=_WHEN.get(str(triage.get("when") or ""), ""),
         what_evidence=what_ev[:3],
-        culprit_ranks=rank_ranges(list(culprits)),
+        culprit_ranks=rank_ranges(culprits, limit=12),
         culprit_hosts=[str(h) for h in (loc.get("culprit_hosts") or [])][:12],
-        missing_ranks=rank_ranges(job.get("ranks_missing") or []),
+        missing_ranks=rank_ranges(job.get("ranks_missing"), limit=12),
         where_evidence=_evidence_of(doc, culprits)[:3] if culprits else what_ev[:1],
         first_action=str(first_action),
         first_action_evidence=what_ev[:1],

@@ -27,8 +27,8 @@ from typing import Any
 
 from ..model import ChainFacts, Event, evidence
 from ..signatures import BY_ID, exception_rule
+from ..times import etime, iso_out, to_dt
 from . import Context, register_analyzer
-from ._rc import etime, iso_out, to_dt
 
 CAUSES: dict[str, tuple[str, str]] = {
     "cuda_oom": ("OOM", "CUDA out of memory"),

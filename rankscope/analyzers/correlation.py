@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from ..model import Event
+from ..times import etime, to_dt
 from . import Context, register_analyzer
-from ._rc import etime, to_dt
 
 PRECURSORS = (
     ("checkpoint", ("checkpoint",)),

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..model import Event, evidence
 from ..signatures import BY_ID, exception_rule
+from ..times import etime
 from . import Context, register_analyzer
 
 SYMPTOMS = {
@@ -153,10 +154,6 @@ def label_of(e: Event) -> str:
         if sig is not None:
             return sig.meaning.split(":")[0].rstrip(".")
     return LABELS.get(e.kind, e.kind)
-
-
-def etime(e: Event) -> str | None:
-    return e.time or e.fields.get("approx_time")
 
 
 class FailuresAnalyzer:

@@ -19,8 +19,9 @@ from datetime import timedelta
 from typing import Any
 
 from ..model import Event
+from ..times import iso_out, shift_iso, to_dt
 from . import Context, register_analyzer
-from ._rc import iso_out, job_death, shift_iso, to_dt
+from ._rc import job_death
 
 CHAIN = (
     ("ais_pressure", "storage target under resource pressure"),

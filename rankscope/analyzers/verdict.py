@@ -16,10 +16,10 @@ from typing import Any
 
 from ..model import Event, evidence
 from ..signatures import BY_ID, exception_rule
+from ..times import etime, seconds_between
 from . import Context, register_analyzer
 from .advice import recommendations, summary
 from .chain import apply_chain
-from .failures import etime
 
 NON_FATAL = {"data_error", "storage_error", "retry_exhausted", "connection_error", "retry"}
 DATA_SYMPTOMS = {"data_error", "retry", "connection_error", "retry_exhausted", "storage_error"}
@@ -129,29 +129,8 @@ class Verdict:
 
 def _earlier(a: str | None, b: str | None, seconds: float = 60.0) -> bool:
     """True when ``a`` is at least ``seconds`` before ``b`` (ISO strings, same year)."""
-    if not a or not b or a[:4] != b[:4]:
-        return False
-    from datetime import datetime
-
-    try:
-        ta = datetime.fromisoformat(a.replace("0000-", "2000-", 1))
-        tb = datetime.fromisoformat(b.replace("0000-", "2000-", 1))
-    except ValueError:
-        return False
-    return (tb - ta).total_seconds() >= seconds
-
-
-def _seconds_between(a: str | None, b: str | None) -> float | None:
-    if not a or not b or a[:4] != b[:4]:
-        return None
-    from datetime import datetime
-
-    try:
-        ta = datetime.fromisoformat(a.replace("0000-", "2000-", 1))
-        tb = datetime.fromisoformat(b.replace("0000-", "2000-", 1))
-    except ValueError:
-        return None
-    return (tb - ta).total_seconds()
+    gap = seconds_between(a, b)
+    return gap is not None and gap >= seconds
 
 
 class VerdictAnalyzer:
@@ -534,7 +513,7 @@ class VerdictAnalyzer:
                 e
                 for e in symptoms
                 if etime(e) is None
-                or (_seconds_between(etime(e), t.time) or 0) <= t.fields["timeout_ms"] / 1000 + 600
+                or (seconds_between(etime(e), t.time) or 0) <= t.fields["timeout_ms"] / 1000 + 600
             ]
         rank_host = ctx.facts.rank_host
         hosts = sorted({rank_host[r] for r in stragglers if r in rank_host})
@@ -638,7 +617,7 @@ class VerdictAnalyzer:
                 at = timeouts[0].time
                 ms = timeouts[0].fields.get("timeout_ms")
                 if ms and start:
-                    gap = _seconds_between(start, at)
+                    gap = seconds_between(start, at)
                     if gap is not None:
                         return self._bucket(ctx, gap - ms / 1000.0, None)
         if v.root is not None and not v.root.time:
@@ -648,10 +627,10 @@ class VerdictAnalyzer:
                 e for e in ctx.kinds("watchdog_timeout") if e.time and e.fields.get("timeout_ms")
             ]
             if timeouts and start:
-                gap = _seconds_between(start, timeouts[0].time)
+                gap = seconds_between(start, timeouts[0].time)
                 if gap is not None:
                     return self._bucket(ctx, gap - timeouts[0].fields["timeout_ms"] / 1000.0, None)
-        gap = _seconds_between(start, at)
+        gap = seconds_between(start, at)
         step = (v.root.fields.get("step") if v.root is not None else None) or ctx.facts.last_step
         if v.shape == "slow":
             step = ctx.facts.metrics.get("drop_step") or step
