@@ -31,8 +31,6 @@ docs/analysis.md). An analyzer that raises is recorded in
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,6 +38,7 @@ from typing import Any, Protocol
 
 from ..metrics import MetricsTable
 from ..model import Event, Facts, Options, ParseResult, evidence
+from ..plugins import import_package_modules
 
 PHASES = ("triage", "localization", "isolation", "root_cause", "resolution")
 
@@ -201,7 +200,4 @@ def _load_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    # every module of the package: an analyzer registers itself when its module is imported
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+    import_package_modules(__name__, __path__)

@@ -27,14 +27,13 @@ only entry point callers use.
 
 from __future__ import annotations
 
-import importlib
 import io
-import pkgutil
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
 from ..detect import BINARY, Recognizer, classify_artifact
 from ..model import ParseResult
+from ..plugins import import_package_modules
 
 Progress = Callable[[int, int, str], None]
 HEAD_BYTES = 65536
@@ -171,7 +170,4 @@ def _load_builtin() -> None:
     if _loaded:
         return
     _loaded = True
-    # every module of the package: a parser registers itself when its module is imported
-    for mod in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not mod.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{mod.name}")
+    import_package_modules(__name__, __path__)
