@@ -24,7 +24,7 @@ artifacts, analysis  ``pipeline.analyze``
 ============  ======================================================
 
 Readers outside the engine wrap a stored document with ``read_document`` and get
-typed sections with their defaults, whatever engine version wrote it.
+typed sections (empty when absent), whatever engine version wrote it.
 """
 
 from collections.abc import Mapping
@@ -327,8 +327,9 @@ class DocumentView:
     """Typed read access to a stored triage document.
 
     The web code, the API and the reports read the document through this instead of
-    digging by string keys: a missing document or section (an analysis that has not
-    run, a document from an older engine) reads as the section's empty value.
+    digging by string keys. A missing document or section (an analysis that has not run,
+    a document from an older engine) reads as an empty section: ``.get`` on it gives
+    ``None`` for what is not there, as it would on the stored JSON.
     """
 
     __slots__ = ("raw",)
@@ -339,46 +340,62 @@ class DocumentView:
     def __bool__(self) -> bool:
         return bool(self.raw)
 
-    def _section(self, key: str, empty: Any) -> Any:
+    def _dict(self, key: str) -> Any:
         value = self.raw.get(key)
-        return value if isinstance(value, type(empty)) and value else empty
+        return value if isinstance(value, dict) else {}
+
+    def _list(self, key: str) -> Any:
+        value = self.raw.get(key)
+        return value if isinstance(value, list) else []
 
     @property
     def job(self) -> Job:
-        return cast(Job, {**empty_job(), **self._section("job", {})})
+        return cast(Job, self._dict("job"))
 
     @property
     def triage(self) -> Triage:
-        return cast(Triage, {**empty_triage(), **self._section("triage", {})})
+        return cast(Triage, self._dict("triage"))
 
     @property
     def localization(self) -> Localization:
-        return cast(Localization, {**empty_localization(), **self._section("localization", {})})
+        return cast(Localization, self._dict("localization"))
 
     @property
     def root_cause(self) -> RootCause:
-        return cast(RootCause, {**empty_root_cause(), **self._section("root_cause", {})})
+        return cast(RootCause, self._dict("root_cause"))
 
     @property
     def findings(self) -> list[Finding]:
-        return cast(list[Finding], self._section("findings", []))
+        return cast(list[Finding], self._list("findings"))
 
     @property
     def timeline(self) -> list[TimelineEntry]:
-        return cast(list[TimelineEntry], self._section("timeline", []))
+        return cast(list[TimelineEntry], self._list("timeline"))
 
     @property
     def recommendations(self) -> list[Recommendation]:
-        return cast(list[Recommendation], self._section("recommendations", []))
+        return cast(list[Recommendation], self._list("recommendations"))
 
     @property
     def isolation(self) -> Isolation:
-        return cast(Isolation, self._section("isolation", {}))
+        return cast(Isolation, self._dict("isolation"))
 
     @property
     def proposals(self) -> Proposals:
-        empty: dict[str, Any] = {"hypotheses": [], "five_whys": [], "fixes": [], "prevention": []}
-        return cast(Proposals, {**empty, **self._section("proposals", {})})
+        return cast(Proposals, self._dict("proposals"))
+
+    @property
+    def artifacts(self) -> list[Artifact]:
+        return cast(list[Artifact], self._list("artifacts"))
+
+    @property
+    def analysis(self) -> Analysis:
+        return cast(Analysis, self._dict("analysis"))
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        """What the metrics files gave: ``files``, ``step_time``, baselines (post-mortem inputs)."""
+        return cast(dict[str, Any], self._dict("metrics"))
 
     @property
     def memory(self) -> MemoryVerdict | None:
@@ -391,12 +408,8 @@ class DocumentView:
         mem = self.memory
         if not mem or not mem.get("shapes"):
             return None
-        return min(
-            mem["shapes"],
-            key=lambda s: (
-                MEMORY_SHAPE_ORDER.index(s) if s in MEMORY_SHAPE_ORDER else len(MEMORY_SHAPE_ORDER)
-            ),
-        )
+        order = {s: i for i, s in enumerate(MEMORY_SHAPE_ORDER)}
+        return min(mem["shapes"], key=lambda s: order.get(s, len(order)))
 
 
 # the shapes the memory analyzer names, the most telling first

@@ -7,6 +7,7 @@ from typing import Any
 
 from apps.analysis.models import AnalysisRun, Finding, RunStatus
 from apps.incidents.models import Incident
+from rankscope.document import read_document
 from rankscope.render import rank_ranges
 
 PHASES = ("triage", "localization", "isolation", "root_cause", "resolution")
@@ -152,9 +153,10 @@ def analysis_panel_for_incident(*, incident: Incident) -> AnalysisPanel:
         return panel
     doc = run.document
     panel.document = doc
-    loc = doc.get("localization") or {}
+    view = read_document(doc)
+    loc = view.localization
     hosts_by_rank: dict[int, str] = {}
-    for host, ranks in ((doc.get("job") or {}).get("hosts") or {}).items():
+    for host, ranks in (view.job.get("hosts") or {}).items():
         for r in ranks:
             hosts_by_rank[int(r)] = host
     for key, label, hosts_key in (
@@ -177,10 +179,10 @@ def analysis_panel_for_incident(*, incident: Incident) -> AnalysisPanel:
     for f in sorted(run.findings.all(), key=lambda f: "noise" in f.kind):
         by_phase.setdefault(f.phase, PhaseFindings(phase=f.phase, label=f.phase)).findings.append(f)
     panel.phases = [pf for pf in by_phase.values() if pf.findings]
-    panel.failed_files = [a for a in doc.get("artifacts") or [] if a.get("error")]
+    panel.failed_files = [a for a in view.artifacts if a.get("error")]
     panel.analyzer_errors = [
         a
-        for a in (doc.get("analysis") or {}).get("analyzers") or []
+        for a in view.analysis.get("analyzers") or []
         if str(a.get("status", "")).startswith("error")
     ]
     return panel

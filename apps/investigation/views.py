@@ -25,6 +25,7 @@ from apps.incidents.selectors import incident_get_for_user
 from apps.investigation import charts, protocol, selectors, services
 from apps.investigation.models import ActionStatus, HypothesisStatus, Priority
 from apps.investigation.verification import parse_trials
+from rankscope.document import read_document
 
 SECTIONS = {
     "hypotheses": "section-hypotheses",
@@ -38,7 +39,7 @@ def section_context(*, incident: Incident, doc: dict[str, Any] | None = None) ->
     """What the investigation partials need (also used by the incident page)."""
     if doc is None:
         doc = selectors.analysis_document(incident=incident)
-    triage = (doc or {}).get("triage") or {}
+    triage = read_document(doc).triage
     members = get_user_model().objects.filter(teams=incident.team).order_by("username")
     return {
         "incident": incident,
