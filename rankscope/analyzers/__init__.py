@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from ..metrics import MetricsTable
 from ..model import Event, Facts, Options, ParseResult, evidence
-from ..plugins import import_package_modules
+from ..plugins import load_plugins
 
 PHASES = ("triage", "localization", "isolation", "root_cause", "resolution")
 
@@ -192,12 +192,5 @@ def run_all(ctx: Context, progress: Any = None) -> list[dict[str, Any]]:
     return ran
 
 
-_loaded = False
-
-
 def _load_builtin() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import_package_modules(__name__, __path__)
+    load_plugins(__name__)

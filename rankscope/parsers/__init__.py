@@ -33,7 +33,7 @@ from typing import BinaryIO, Protocol
 
 from ..detect import BINARY, Recognizer, classify_artifact
 from ..model import ParseResult
-from ..plugins import import_package_modules
+from ..plugins import load_plugins
 
 Progress = Callable[[int, int, str], None]
 HEAD_BYTES = 65536
@@ -162,12 +162,5 @@ def parse_artifact(
     return result
 
 
-_loaded = False
-
-
 def _load_builtin() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    import_package_modules(__name__, __path__)
+    load_plugins(__name__)
