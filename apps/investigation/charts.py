@@ -330,24 +330,15 @@ def compute_comm_figure(table: Any) -> dict[str, Any] | None:
             data += [
                 {
                     "type": "bar",
-                    "name": "compute (host)",
+                    "name": f"{part} (host)",
                     "x": [_plain(n) for n in names],
-                    "y": [by_host[n][0] / by_host[n][2] for n in names],
+                    "y": [by_host[n][i] / by_host[n][2] for n in names],
                     "xaxis": "x2",
                     "yaxis": "y2",
-                    "marker": {"color": "#1f5fbf"},
+                    "marker": {"color": colour},
                     "showlegend": False,
-                },
-                {
-                    "type": "bar",
-                    "name": "communication (host)",
-                    "x": [_plain(n) for n in names],
-                    "y": [by_host[n][1] / by_host[n][2] for n in names],
-                    "xaxis": "x2",
-                    "yaxis": "y2",
-                    "marker": {"color": "#f0a030"},
-                    "showlegend": False,
-                },
+                }
+                for i, part, colour in ((0, "compute", "#1f5fbf"), (1, "communication", "#f0a030"))
             ]
             layout.update(
                 height=560,

@@ -565,23 +565,27 @@ def _step_of(msg: str) -> dict[str, Any]:
     return {"step": int(m.group("s"))} if m else {}
 
 
+# checkpoint wordings (Megatron, DeepSpeed, HF Trainer, Lightning/NeMo), in the order tried
+_CHECKPOINTS = (
+    ("checkpoint_saved", ("uccessfully saved checkpoint", "is ready now", ", saving model to ")),
+    ("checkpoint_save", ("aving checkpoint at iteration", "Saving model checkpoint")),
+    (
+        "checkpoint_loaded",
+        (
+            "oading checkpoint from",
+            "uccessfully loaded checkpoint",
+            "Restoring states from the checkpoint",
+        ),
+    ),
+)
+
+
 def _lifecycle(msg: str) -> Result:
     """Checkpoint save/load, LR/batch-size change, evaluation, worker-group restart
     (Megatron, DeepSpeed, HF Trainer, Lightning/NeMo, PyTorch schedulers, torchrun)."""
-    if (
-        "uccessfully saved checkpoint" in msg
-        or "is ready now" in msg
-        or ", saving model to " in msg
-    ):
-        return "checkpoint_saved", _step_of(msg)
-    if "aving checkpoint at iteration" in msg or "Saving model checkpoint" in msg:
-        return "checkpoint_save", _step_of(msg)
-    if (
-        "oading checkpoint from" in msg
-        or "uccessfully loaded checkpoint" in msg
-        or "Restoring states from the checkpoint" in msg
-    ):
-        return "checkpoint_loaded", _step_of(msg)
+    for kind, wordings in _CHECKPOINTS:
+        if any(w in msg for w in wordings):
+            return kind, _step_of(msg)
     if "educing learning rate" in msg or "Adjusting learning rate of group" in msg:
         m = _LR_TO.search(msg)
         return "lr_change", ({"lr": float(m.group("v"))} if m else {})
