@@ -246,7 +246,6 @@ class Facts:
     seen: set[int] = field(default_factory=set)  # ranks with a line in some file
     # nccl (20), flight_recorder (32) → odd_one_out, chain, verdict, advice, localization
     nccl: NcclState = field(default_factory=lambda: NcclState())
-    nccl_seen: bool = False  # the nccl analyzer ran to the end (localization lists its rows)
     # failures (30); odd_one_out (34) and flight_recorder (32) add or narrow → verdict, slowdown
     causes: list[Cause] = field(default_factory=list)
     # failures (30) → localization

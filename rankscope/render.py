@@ -28,6 +28,13 @@ def rank_ranges(ranks: Iterable[int] | None, *, limit: int | None = None) -> str
     return ", ".join(runs)
 
 
+def rank_list(ranks: list[int], n: int = 8) -> str:
+    """The first ``n`` ranks as given, then "and N more" (finding titles)."""
+    return ", ".join(map(str, ranks[:n])) + (
+        f" and {len(ranks) - n} more" if len(ranks) > n else ""
+    )
+
+
 def _ranks(rs: list[int]) -> str:
     return rank_ranges(rs) or "none"
 

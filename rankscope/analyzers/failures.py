@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Event, evidence
+from ..render import rank_list as _short
 from ..signatures import BY_ID, exception_rule
 from ..times import etime
 from . import Context, register_analyzer
@@ -251,12 +252,6 @@ class FailuresAnalyzer:
                 evidence_events=[c["event"] for c in group[:3]],
                 category=cat,
             )
-
-
-def _short(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks[:8])) + (
-        f" and {len(ranks) - 8} more" if len(ranks) > 8 else ""
-    )
 
 
 def _approximate_times(ctx: Context) -> None:

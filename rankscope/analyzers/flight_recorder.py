@@ -29,6 +29,7 @@ from typing import Any
 
 from ..model import Event, ParseResult
 from ..parsers.flight_recorder import describe_entry
+from ..render import rank_list as _short
 from . import Context, register_analyzer
 from .nccl import _groups
 
@@ -77,12 +78,6 @@ def _sig(e: dict[str, Any]) -> tuple[Any, ...]:
         tuple(e["input_dtypes"]),
         tuple(e["output_dtypes"]),
         e["state"] == "completed",
-    )
-
-
-def _short(ranks: list[int], n: int = 8) -> str:
-    return ", ".join(map(str, ranks[:n])) + (
-        f" and {len(ranks) - n} more" if len(ranks) > n else ""
     )
 
 
