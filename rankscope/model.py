@@ -239,10 +239,12 @@ class Facts:
     (``rankscope.document`` lists the owners).
     """
 
-    # job (10) → verdict, nccl, metrics, slowdown, odd_one_out, isolation, flight_recorder
+    # job (10) → verdict
     job_start: str | None = None  # earliest first timestamp of any rank
-    last_step: int | None = None  # → postmortem_inputs, verdict
+    last_step: int | None = None  # highest step in the logs' head/tail facts
+    # job (10) → nccl, flight_recorder, odd_one_out, metrics, slowdown, isolation, verdict
     rank_host: dict[int, str] = field(default_factory=dict)
+    # job (10) → nccl
     seen: set[int] = field(default_factory=set)  # ranks with a line in some file
     # nccl (20), flight_recorder (32) → odd_one_out, chain, verdict, advice, localization
     nccl: NcclState = field(default_factory=lambda: NcclState())
@@ -260,6 +262,7 @@ class Facts:
     torchrun_failures: list[dict[str, Any]] | None = None
     # retry_noise (40) → verdict
     retry_exhausted: list[Event] = field(default_factory=list)
+    # retry_noise (40); no analyzer reads these yet (its findings say it)
     retry_escalated: list[Event] = field(default_factory=list)
     retry_noise: bool = False
     # metrics (50), slowdown (52) → verdict, advice
