@@ -166,3 +166,22 @@ def test_every_parser_and_analyzer_is_listed_in_the_docs() -> None:
         assert f"`{name}`" in docs, f"parser {name} is missing from docs/analysis.md"
     for a in registered_analyzers():
         assert f"**{a.name}**" in docs or f"`{a.name}`" in docs, f"analyzer {a.name}"
+
+
+def test_the_typed_view_reads_absent_and_partial_documents_as_empty() -> None:
+    from rankscope.document import read_document
+
+    for raw in (None, {}, {"triage": None, "findings": None}):
+        view = read_document(raw)
+        assert view.triage == {} and view.localization == {} and view.findings == []
+        assert view.memory is None and view.memory_shape is None
+    view = read_document({"triage": {"shape": "hang"}, "isolation": {"memory": {"shapes": {}}}})
+    assert view.triage.get("shape") == "hang" and view.triage.get("category") is None
+    assert view.memory_shape is None
+
+
+def test_the_memory_shape_is_the_most_telling_one_any_rank_has() -> None:
+    from rankscope.document import read_document
+
+    doc = {"isolation": {"memory": {"shapes": {"flat": 63, "staircase": 1}, "ranks": []}}}
+    assert read_document(doc).memory_shape == "staircase"
