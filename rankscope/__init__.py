@@ -2,7 +2,7 @@
 
 Public API (the web, Celery tasks, the CLI and the tests all call these):
 
-- ``ENGINE_VERSION``, ``KINDS``
+- ``ENGINE_VERSION``, ``artifact_kinds()``
 - ``detect_kind(name, head) -> str``
 - ``parse_artifact(stream, *, name, kind=None, progress=None) -> ParseResult``
 - ``ParseResult`` (``to_json``/``from_json``), ``MetricsTable`` (``write``/``read``)
@@ -17,11 +17,19 @@ See docs/analysis.md for what each analyzer reads and concludes.
 from __future__ import annotations
 
 from .analyzers import Analyzer, Context, register_analyzer, registered_analyzers
-from .detect import KINDS, detect_kind
-from .document import SCHEMA, analyze
+from .document import SCHEMA
 from .metrics import MetricsTable
 from .model import Event, Options, ParseResult, RankInfo
-from .parsers import ParseError, Parser, parse_artifact, register_parser, registered_parsers
+from .parsers import (
+    ParseError,
+    Parser,
+    artifact_kinds,
+    detect_kind,
+    parse_artifact,
+    register_parser,
+    registered_parsers,
+)
+from .pipeline import analyze
 from .render import render_markdown, render_text
 from .sources import read_paths
 
@@ -29,7 +37,6 @@ ENGINE_VERSION = "0.1.0"
 
 __all__ = [
     "ENGINE_VERSION",
-    "KINDS",
     "SCHEMA",
     "Analyzer",
     "Context",
@@ -41,6 +48,7 @@ __all__ = [
     "Parser",
     "RankInfo",
     "analyze",
+    "artifact_kinds",
     "detect_kind",
     "parse_artifact",
     "read_paths",

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from . import ENGINE_VERSION
-from .document import analyze
 from .metrics import MetricsTable
 from .model import Options, ParseResult
 from .parsers import parse_artifact, parser_for
+from .pipeline import analyze
 from .render import render_markdown, render_text
 from .scan import get_scanner, set_scanner
 from .sources import iter_files, read_one

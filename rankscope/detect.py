@@ -1,26 +1,19 @@
-"""What an artifact is, and which rank/host its name tells, from its name and first bytes."""
+"""What an artifact is, and which rank/host its name tells, from its name and first bytes.
+
+The kinds themselves are declared by the parsers (``Parser.recognizers``); this module
+holds what they share: the ``Head`` a recogniser looks at, the ``Recognizer`` record,
+the text/binary test and the rank/host read from a file name.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property
 from pathlib import PurePosixPath
 
-KINDS: tuple[str, ...] = (
-    "rank_log",
-    "metrics",
-    "flight_recorder",
-    "nccl_tests",
-    "nvidia_smi",
-    "dmesg",
-    "aistore",
-    "slurm_job",
-    "topology",
-    "bisection",
-    "other",
-)
-
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?!\d)", re.IGNORECASE)
-_FR_NAME = re.compile(r"(?:nccl_trace_rank_|comm_lib_trace_rank_|fr_trace|flight_?recorder)", re.I)
 _SLURM_OUT = re.compile(
     r"^(?:error|output|slurm|log|stderr|stdout)[-_](\d+)[-_](?P<node>[\w.-]+?)\.(?:out|err|log|txt)$"
 )
@@ -57,11 +50,6 @@ def host_from_name(name: str) -> str | None:
     return None
 
 
-# the first line of every AIS daemon log, whatever the file is called
-_AIS_HEADER = re.compile(
-    r"\s*(?:Started up|Rotated) at \d{4}/\d\d/\d\d \d\d:\d\d:\d\d, host [\w.-]+, go\d"
-)
-
 # words people put in upload names next to the tool's name that are not hosts
 _NOT_HOSTS = frozenset(
     [
@@ -96,7 +84,8 @@ _NOT_HOSTS = frozenset(
 _CONTROL = bytes([*range(9), *range(14, 32)])
 
 
-def _is_text(head: bytes) -> bool:
+def is_text(head: bytes) -> bool:
+    """Text rather than binary: no NUL and under 2 % control bytes in the first 8 KiB."""
     if not head:
         return True
     if b"\x00" in head[:8192]:
@@ -106,71 +95,53 @@ def _is_text(head: bytes) -> bool:
     return bad < len(sample) * 0.02
 
 
-def detect_kind(name: str, head: bytes) -> str:
-    """One of ``KINDS`` from the path inside the upload/archive and the first ≤64 KiB."""
-    base = basename(name).lower()
-    if head[:1] == b"\x80" and len(head) > 1 and head[1] <= 5:
-        return "flight_recorder"  # a pickle; only the restricted loader will read it
-    text = head[:65536].decode("utf-8", errors="replace")
-    if _FR_NAME.search(base) and (
-        '"pg_status"' in text or '"entries"' in text or head[:1] == b"\x80"
-    ):
-        return "flight_recorder"
-    if text.lstrip().startswith("{") and '"pg_status"' in text and '"version"' in text:
-        return "flight_recorder"
-    if head[:4] == b"PAR1" and (base.endswith((".parquet", ".pq")) or "metric" in base):
-        return "metrics"  # Parquet per-step metrics (magic "PAR1")
-    if not _is_text(head):
-        return "other"
-    if base.endswith((".csv", ".tsv", ".jsonl", ".ndjson")) or "metrics" in base:
-        from .metrics import looks_like_metrics_header
+class Head:
+    """What a recogniser sees of an artifact: its name and its first bytes (≤ 64 KiB)."""
 
-        first = text.split("\n", 1)[0]
-        if looks_like_metrics_header(first):
-            return "metrics"
-        if text.lstrip().startswith("{") and any(
-            looks_like_metrics_header(ln) for ln in text.split("\n", 8)[1:8]
-        ):
-            return "metrics"  # JSON lines whose first record is not a step (a run header)
-    first_line = text.split("\n", 1)[0].lower().replace(" ", "")
-    if re.match(r"^(?:host|hostname|node),(?:switch|leaf|tor)\b", first_line):
-        return "topology"
-    if re.match(r"^variable,value,(?:outcome|result)\b", first_line):
-        return "bisection"
-    if "temperature.gpu" in first_line or "ecc.errors." in first_line:
-        return "nvidia_smi"
-    if (
-        ("out-of-place" in text and "busbw" in text)
-        or "# nccl-tests" in text
-        or "_perf -b" in text
-        or ("# nThread " in text and " nGpus " in text and ("busbw" in text or "# Rank" in text))
-        or "# Avg bus bandwidth" in text
-        or re.search(r"(?m)^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\b", text)  # NCCL 1.x tests
-    ):
-        return "nccl_tests"
-    if "NVIDIA-SMI" in text or "==============NVSMI LOG" in text:
-        return "nvidia_smi"
-    if text.lstrip().startswith("Unable to determine the device handle for GPU"):
-        return "nvidia_smi"  # nvidia-smi's whole output when it cannot reach any GPU
-    if (
-        base.startswith(("aistarget", "aisproxy", "ais-target", "ais-proxy"))
-        or ".ais-target-" in base
-        or _AIS_HEADER.match(text)
-    ):
-        return "aistore"
-    if "bisect" in base:
-        return "bisection"
-    if (
-        base.startswith(("topo", "nvidia-smi-topo", "ibstat", "ibnetdiscover"))
-        or "\tGPU1\t" in text[:4000]
-    ):
-        return "topology"
-    if re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", text[:4000], re.M) or (
-        base.startswith("slurm-job-") and text.lstrip().startswith("{")
-    ):
-        return "slurm_job"  # scontrol/sacct text, or the controller epilog's JSON record
-    if any(t in base for t in ("dmesg", "kern.log", "syslog", "journal")) or re.match(
-        r"\[\s*\d+\.\d+\] ", text
-    ):
-        return "dmesg"
-    return "rank_log"
+    def __init__(self, name: str, head: bytes) -> None:
+        self.name = name
+        self.head = head
+        self.base = basename(name).lower()
+
+    @cached_property
+    def text(self) -> str:
+        return self.head[:65536].decode("utf-8", errors="replace")
+
+    @cached_property
+    def first_line(self) -> str:
+        """The first line, lower case, without spaces (CSV headers)."""
+        return self.text.split("\n", 1)[0].lower().replace(" ", "")
+
+    @cached_property
+    def is_text(self) -> bool:
+        return is_text(self.head)
+
+
+@dataclass(frozen=True)
+class Recognizer:
+    """How one artifact kind is told from its name and first bytes.
+
+    Recognisers run in ascending ``order`` and the first whose ``test`` holds names the
+    kind; an artifact nothing recognises is a ``rank_log``. A parser declares its
+    recognisers beside its ``parse`` (``Parser.recognizers``); orders leave room between
+    them so a new one can go where its test is specific enough.
+    """
+
+    kind: str
+    order: int
+    test: Callable[[Head], bool]
+
+
+# binary content nobody parses; after the binary formats that have a recogniser
+# (flight-recorder pickles, Parquet), before every text format
+BINARY = Recognizer("other", 20, lambda h: not h.is_text)
+DEFAULT_KIND = "rank_log"
+
+
+def classify_artifact(name: str, head: bytes, recognizers: Iterable[Recognizer]) -> str:
+    """The kind the first matching recogniser names (``recognizers`` in ``order``)."""
+    h = Head(name, head)
+    for rec in recognizers:
+        if rec.test(h):
+            return rec.kind
+    return DEFAULT_KIND

@@ -8,7 +8,7 @@ Everything here is JSON-serialisable through ``to_json``/``from_json`` so a
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 # Bounds that keep one ParseResult small whatever the input size.
 MAX_EVENTS_PER_KIND_PER_RANK = 20
@@ -170,6 +170,119 @@ class Options:
     pipeline_stages: int | None = None  # p, for the bubble fraction (p-1)/(m+p-1)
     micro_batches: int | None = None  # m
     correlation_window: float = 600.0  # seconds before a failure that count as "preceding"
+
+
+class Cause(TypedDict, total=False):
+    """A root-cause candidate: a line that says why the job failed, and how specifically."""
+
+    category: str  # OOM, NETWORK, … (document.Category)
+    strength: float  # how specific the line is about the root cause, 0..1
+    event: Event
+    label: str
+    ranks: list[int]  # set when another analyzer narrowed who the verdict names
+
+
+class NcclState(TypedDict, total=False):
+    """The collective picture: one row per rank and process group, and the roles."""
+
+    rows: list[dict[str, Any]]  # document.NcclRow plus ``_ev`` (the row's Event)
+    groups: list[dict[str, Any]]  # document.NcclGroup
+    targets: dict[str, int | None]  # pg → the seq the others wait on
+    own: set[int]  # ranks whose own watchdog fired (initiators)
+    notified: set[int]  # ranks that only observed another rank's dump signal
+    stragglers: list[int]
+    ahead: list[int]
+    all_in_collective: bool  # every rank entered the collective and none is silent
+    silent: list[int]  # ranks with a log but no NCCL state
+    notified_from: dict[int, int | None]  # notified rank → the rank its signal named
+
+
+class MetricsFacts(TypedDict, total=False):
+    """What the per-step metrics say (metrics 50, slowdown 52)."""
+
+    stragglers: list[dict[str, Any]]  # rank, median_step_time, score, robust_z
+    median_step_time: float
+    comm_by_host: dict[str, float]
+    compute_by_host: dict[str, float]
+    slow_hosts: list[str]
+    equal_compute: bool
+    throughput_drop: float
+    drop_step: int
+    nan_step: int
+    slowdown_onset: dict[str, Any]  # step, time, factor
+    slowdown: dict[str, Any]  # the slowdown verdict (analyzers/slowdown.py)
+    straggler_scores: dict[int, float]
+    throttled_gpus: list[dict[str, Any]]
+
+
+@dataclass
+class ChainFacts:
+    """The root-cause chain on one aligned timeline (chain 85 → verdict 90)."""
+
+    steps: list[dict[str, Any]] = field(default_factory=list)  # document.ChainLink
+    trigger: Event | None = None
+    category: str | None = None  # the trigger's category
+    label: str = ""
+    # the trigger came before the hang (or there is no hang): the root category follows it
+    precedes: bool = False
+    timeline: list[dict[str, Any]] = field(default_factory=list)  # aligned hardware/storage lines
+    clock_offsets: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Facts:
+    """What analyzers conclude for each other, one typed attribute per fact.
+
+    Each attribute names its writer (the analyzer and its order) and its readers; an
+    analyzer reads only facts written by analyzers with a lower order. Nothing here is
+    in the document as such: the owner of a section assembles it from these facts
+    (``rankscope.document`` lists the owners).
+    """
+
+    # job (10) → verdict
+    job_start: str | None = None  # earliest first timestamp of any rank
+    last_step: int | None = None  # highest step in the logs' head/tail facts
+    # job (10) → nccl, flight_recorder, odd_one_out, metrics, slowdown, isolation, verdict
+    rank_host: dict[int, str] = field(default_factory=dict)
+    # job (10) → nccl
+    seen: set[int] = field(default_factory=set)  # ranks with a line in some file
+    # nccl (20), flight_recorder (32) → odd_one_out, chain, verdict, advice, localization
+    nccl: NcclState = field(default_factory=lambda: NcclState())
+    # failures (30); odd_one_out (34) and flight_recorder (32) add or narrow → verdict, slowdown
+    causes: list[Cause] = field(default_factory=list)
+    # failures (30) → localization
+    first_error_by_rank: list[dict[str, Any]] | None = None
+    first_failure: dict[str, Any] | None = None
+    # flight_recorder (32) → localization
+    flight_recorder: dict[str, Any] | None = None
+    # odd_one_out (34) → localization
+    odd_one_out: list[dict[str, Any]] | None = None
+    # torchrun (35) → verdict (the earliest failure), localization (every summary line)
+    torchrun_first: Event | None = None
+    torchrun_failures: list[dict[str, Any]] | None = None
+    # retry_noise (40) → verdict
+    retry_exhausted: list[Event] = field(default_factory=list)
+    # retry_noise (40); no analyzer reads these yet (its findings say it)
+    retry_escalated: list[Event] = field(default_factory=list)
+    retry_noise: bool = False
+    # metrics (50), slowdown (52) → verdict, advice
+    metrics: MetricsFacts = field(default_factory=lambda: MetricsFacts())
+    # metrics (50), slowdown (52): ranks slow in the metrics → localization.straggler_ranks
+    metric_stragglers: set[int] = field(default_factory=set)
+    # slowdown (52) → localization
+    straggler_scores: dict[str, float] | None = None
+    straggler_score_source: str | None = None
+    slowdown: dict[str, Any] | None = None
+    # slowdown (52) → postmortem_inputs (metrics.files): per metrics file, what fed each measure
+    metric_sources: list[dict[str, Any]] | None = None
+    # storage (60) → chain
+    clock_offsets: dict[str, float] = field(default_factory=dict)
+    storage_chain: list[tuple[str, Event]] = field(default_factory=list)
+    # chain (85) → verdict
+    chain: ChainFacts | None = None
+    # verdict (90) → localization
+    culprit_ranks: list[int] = field(default_factory=list)
+    culprit_hosts: list[str] = field(default_factory=list)
 
 
 def evidence(e: Event) -> dict[str, Any]:

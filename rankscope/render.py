@@ -2,26 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 MAX_LIST = 24
 
 
+def rank_ranges(ranks: Iterable[int] | None, *, limit: int | None = None) -> str:
+    """[0, 1, 2, 5, 7, 8] → "0-2, 5, 7-8": a thousand ranks stay one short line.
+
+    With ``limit``, the first ``limit`` runs and then "… (N ranks)". Empty → "". The one
+    way ranks are written as ranges, here and in the web.
+    """
+    values = sorted({int(r) for r in ranks or ()})
+    runs: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        runs.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    if limit is not None and len(runs) > limit:
+        return ", ".join(runs[:limit]) + f", … ({len(values)} ranks)"
+    return ", ".join(runs)
+
+
+def rank_list(ranks: list[int], n: int = 8) -> str:
+    """The first ``n`` ranks as given, then "and N more" (finding titles)."""
+    return ", ".join(map(str, ranks[:n])) + (
+        f" and {len(ranks) - n} more" if len(ranks) > n else ""
+    )
+
+
 def _ranks(rs: list[int]) -> str:
-    """Compact rank list: 0-7, 9, 12-15."""
-    if not rs:
-        return "none"
-    rs = sorted(set(rs))
-    out: list[str] = []
-    start = prev = rs[0]
-    for r in [*rs[1:], None]:  # type: ignore[list-item]
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        out.append(f"{start}" if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    return ", ".join(out)
+    return rank_ranges(rs) or "none"
 
 
 def _md_escape(s: str) -> str:

@@ -7,6 +7,8 @@ from typing import Any
 
 from apps.analysis.models import AnalysisRun, Finding, RunStatus
 from apps.incidents.models import Incident
+from rankscope.document import read_document
+from rankscope.render import rank_ranges
 
 PHASES = ("triage", "localization", "isolation", "root_cause", "resolution")
 PHASE_LABELS = {
@@ -39,20 +41,6 @@ def _parse_counts(incident: Incident) -> dict[str, int]:
     from apps.ingest.selectors import incident_parse_counts
 
     return dict(incident_parse_counts(incident=incident))
-
-
-def rank_ranges(ranks: list[int]) -> str:
-    """[0, 1, 2, 5, 7, 8] → "0-2, 5, 7-8": a thousand ranks stay one short line."""
-    out: list[str] = []
-    values = sorted({int(r) for r in ranks})
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        out.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 @dataclass
@@ -165,9 +153,10 @@ def analysis_panel_for_incident(*, incident: Incident) -> AnalysisPanel:
         return panel
     doc = run.document
     panel.document = doc
-    loc = doc.get("localization") or {}
+    view = read_document(doc)
+    loc = view.localization
     hosts_by_rank: dict[int, str] = {}
-    for host, ranks in ((doc.get("job") or {}).get("hosts") or {}).items():
+    for host, ranks in (view.job.get("hosts") or {}).items():
         for r in ranks:
             hosts_by_rank[int(r)] = host
     for key, label, hosts_key in (
@@ -190,10 +179,10 @@ def analysis_panel_for_incident(*, incident: Incident) -> AnalysisPanel:
     for f in sorted(run.findings.all(), key=lambda f: "noise" in f.kind):
         by_phase.setdefault(f.phase, PhaseFindings(phase=f.phase, label=f.phase)).findings.append(f)
     panel.phases = [pf for pf in by_phase.values() if pf.findings]
-    panel.failed_files = [a for a in doc.get("artifacts") or [] if a.get("error")]
+    panel.failed_files = [a for a in view.artifacts if a.get("error")]
     panel.analyzer_errors = [
         a
-        for a in (doc.get("analysis") or {}).get("analyzers") or []
+        for a in view.analysis.get("analyzers") or []
         if str(a.get("status", "")).startswith("error")
     ]
     return panel

@@ -33,6 +33,7 @@ from apps.incidents.services import incident_event_add
 from apps.lib import sharedcache
 from apps.lib.brokerqueue import queue_depth
 from apps.lib.heartbeat import Heartbeat
+from rankscope.document import read_document
 
 logger = logging.getLogger(__name__)
 
@@ -434,8 +435,8 @@ def _lock_if_holder(run: AnalysisRun, task_id: str) -> AnalysisRun | None:
 
 def _conclusion(doc: dict[str, Any]) -> str:
     """ "Analysis: hang · DATA · rank 77 on node-09 (confidence 0.8)"."""
-    tri = doc.get("triage") or {}
-    loc = doc.get("localization") or {}
+    view = read_document(doc)
+    tri, loc = view.triage, view.localization
     ranks = loc.get("culprit_ranks") or []
     hosts = loc.get("culprit_hosts") or []
     if ranks:
@@ -503,9 +504,9 @@ def _run_finish(
             hosts=list(f.get("hosts") or []),
             evidence=list(f.get("evidence") or []),
         )
-        for i, f in enumerate(doc.get("findings") or [])
+        for i, f in enumerate(read_document(doc).findings)
     ]
-    failed_inputs = [a for a in doc.get("artifacts", []) if a.get("error")]
+    failed_inputs = [a for a in read_document(doc).artifacts if a.get("error")]
     with transaction.atomic():
         locked = _lock_if_holder(run, task_id)
         if locked is None:
@@ -535,7 +536,7 @@ def _run_finish(
                 data={"run": locked.code},
             )
         else:
-            severity = _SEVERITY.get(str((doc.get("triage") or {}).get("severity", "")).upper())
+            severity = _SEVERITY.get(str(read_document(doc).triage.get("severity", "")).upper())
             if severity and severity != incident.severity:
                 Incident.objects.filter(pk=incident.pk).update(severity=severity, updated_at=now)
                 conclusion += f" — severity set to {severity.label.lower()}"

@@ -39,6 +39,7 @@ from apps.lib.codes import new_code
 from apps.lib.heartbeat import Heartbeat
 from rankscope import archives
 from rankscope.archives import ArchiveError, Limits, MemberRejected, human_size
+from rankscope.detect import is_text
 
 log = logging.getLogger(__name__)
 
@@ -123,17 +124,9 @@ def _read_head(stream: IO[bytes], n: int = HEAD_BYTES) -> bytes:
     return b"".join(parts)
 
 
-def _is_text(head: bytes) -> bool:
-    sample = head[:8192]
-    if b"\x00" in sample:
-        return False
-    bad = sum(1 for b in sample if b < 9 or 13 < b < 32)
-    return bad <= len(sample) * 0.02
-
-
 def _binary_problem(head: bytes, kind: str) -> str | None:
     """Why a file is refused as binary, or None when Rankscope can read it."""
-    if _is_text(head) or kind != "other":
+    if is_text(head) or kind != "other":
         return None
     if head[:4] == b"PAR1":  # Parquet metrics: binary, but a format we keep
         return None

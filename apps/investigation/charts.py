@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 from plotly.colors import get_colorscale
 
+from rankscope.document import read_document
+
 MAX_STEP_BINS = 600
 MAX_RANK_ROWS = 1024
 MAX_LINE_POINTS = 1200
@@ -70,9 +72,8 @@ def _figure(fig_id: str, title: str, data: list, layout: dict, note: str = "") -
 
 def rank_roles(doc: dict[str, Any]) -> dict[int, str]:
     """Role of every rank the document knows about (worst role wins)."""
-    job = doc.get("job") or {}
-    loc = doc.get("localization") or {}
-    triage = doc.get("triage") or {}
+    view = read_document(doc)
+    job, loc, triage = view.job, view.localization, view.triage
     roles: dict[int, str] = {}
 
     def put(ranks: Iterable[Any], role: str) -> None:
@@ -100,7 +101,7 @@ def rank_roles(doc: dict[str, Any]) -> dict[int, str]:
     put(loc.get("straggler_ranks"), "straggler")
     put(job.get("ranks_missing"), "missing")
     crashed: list[Any] = []
-    for f in doc.get("findings") or []:
+    for f in view.findings:
         kind = str(f.get("kind", "")).lower()
         if any(k in kind for k in CRASH_KINDS):
             crashed.extend(f.get("ranks") or [])
@@ -119,13 +120,13 @@ def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
         return None
     hosts: dict[str, list[int]] = {
         h: sorted(int(r) for r in rs or [])
-        for h, rs in ((doc.get("job") or {}).get("hosts") or {}).items()
+        for h, rs in (read_document(doc).job.get("hosts") or {}).items()
     }
     placed = {r for rs in hosts.values() for r in rs}
     unplaced = sorted(r for r in roles if r not in placed)
     width = max([len(rs) for rs in hosts.values()] + [8])
     # straggler scores (peers' median ÷ the rank's own time; 1 = typical), when metrics gave them
-    scores = (doc.get("localization") or {}).get("straggler_scores") or {}
+    scores = read_document(doc).localization.get("straggler_scores") or {}
     rows: list[tuple[str, list[int]]] = sorted(
         hosts.items(), key=lambda kv: (kv[1][0] if kv[1] else 1 << 30, kv[0])
     )
@@ -329,24 +330,15 @@ def compute_comm_figure(table: Any) -> dict[str, Any] | None:
             data += [
                 {
                     "type": "bar",
-                    "name": "compute (host)",
+                    "name": f"{part} (host)",
                     "x": [_plain(n) for n in names],
-                    "y": [by_host[n][0] / by_host[n][2] for n in names],
+                    "y": [by_host[n][i] / by_host[n][2] for n in names],
                     "xaxis": "x2",
                     "yaxis": "y2",
-                    "marker": {"color": "#1f5fbf"},
+                    "marker": {"color": colour},
                     "showlegend": False,
-                },
-                {
-                    "type": "bar",
-                    "name": "communication (host)",
-                    "x": [_plain(n) for n in names],
-                    "y": [by_host[n][1] / by_host[n][2] for n in names],
-                    "xaxis": "x2",
-                    "yaxis": "y2",
-                    "marker": {"color": "#f0a030"},
-                    "showlegend": False,
-                },
+                }
+                for i, part, colour in ((0, "compute", "#1f5fbf"), (1, "communication", "#f0a030"))
             ]
             layout.update(
                 height=560,
@@ -461,64 +453,21 @@ def loss_figure(table: Any) -> dict[str, Any] | None:
 # ---------------------------------------------------------------- memory
 
 
+# The memory analyzer (rankscope/analyzers/memory.py) names each rank's curve; the chart
+# draws the curves and says what the analyzer concluded, never a shape of its own.
 MEMORY_SHAPES = {
     "flat": "Flat — healthy",
     "staircase": "Staircase — a leak: memory steps up and never comes back",
     "slope": "Steady slope — growth every step (leak or fragmentation)",
     "fragmentation": "Fragmentation — reserved pulls away from allocated",
-    "spike": "Spike — a sudden jump (activation spike, larger batch or sequence)",
+    "irregular": "Irregular — no steady pattern",
     "unknown": "Too few points to name the shape",
 }
 
 
-def memory_shape(
-    allocated: np.ndarray | list[float], reserved: np.ndarray | list[float] | None = None
-) -> str:
-    """Name the memory curve: flat, staircase, slope, fragmentation or spike.
-
-    Per-step values (peak over ranks), in step order. Thresholds are relative to the
-    starting level so GB and bytes classify the same.
-    """
-    a = np.asarray(allocated, dtype=float)
-    a = a[np.isfinite(a)]
-    if len(a) < 8:
-        return "unknown"
-    start = float(np.median(a[: max(3, len(a) // 10)]))
-    scale = max(abs(start), 1e-9)
-    growth = (float(np.median(a[-max(3, len(a) // 10) :])) - start) / scale
-    if reserved is not None:
-        r = np.asarray(reserved, dtype=float)
-        if len(r) == len(np.asarray(allocated)):
-            gap = r - np.asarray(allocated, dtype=float)
-            gap = gap[np.isfinite(gap)]
-            if len(gap) >= 8:
-                k = max(3, len(gap) // 10)
-                gap_growth = (float(np.median(gap[-k:])) - float(np.median(gap[:k]))) / scale
-                if gap_growth > 0.05 and gap_growth > abs(growth):
-                    return "fragmentation"
-    diffs = np.diff(a)
-    jump_size = 0.02 * scale
-    jumps = diffs[np.abs(diffs) > jump_size]
-    max_jump = float(np.max(np.abs(diffs))) if len(diffs) else 0.0
-    if abs(growth) < 0.02:
-        if max_jump > 0.2 * scale:
-            return "spike"
-        return "flat"
-    if growth > 0:
-        up_jumps = int(np.sum(diffs > jump_size))
-        # Most of the rise happens in a few jumps with flat treads between them.
-        rise_in_jumps = float(np.sum(diffs[diffs > jump_size]))
-        total_rise = float(a[-1] - a[0]) or 1e-9
-        if up_jumps <= max(1, len(diffs) // 10) and rise_in_jumps / total_rise > 0.6:
-            if up_jumps == 1 and len(jumps) <= 1:
-                return "spike"
-            return "staircase"
-        return "slope"
-    return "flat"
-
-
-def memory_figure(table: Any) -> dict[str, Any] | None:
-    """Allocated / reserved / peak memory per step (max over ranks), with the shape named."""
+def memory_figure(doc: dict[str, Any] | None, table: Any) -> dict[str, Any] | None:
+    """Allocated / reserved / peak memory per step (max over ranks), titled with the shape
+    the memory analyzer found (the most telling one when ranks differ)."""
     names = [
         n
         for n in ("mem_allocated", "mem_reserved", "mem_peak")
@@ -527,12 +476,10 @@ def memory_figure(table: Any) -> dict[str, Any] | None:
     if not names:
         return None
     data = []
-    per: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for n in names:
         s = _per_step(table, n, how="max")
         if s is None:
             continue
-        per[n] = s
         tx, ty = _thin(*s)
         data.append(
             {
@@ -543,21 +490,25 @@ def memory_figure(table: Any) -> dict[str, Any] | None:
                 "y": _json_list(ty),
             }
         )
-    if not per:
+    if not data:
         return None
-    base = per.get("mem_allocated") or per.get("mem_peak") or next(iter(per.values()))
-    reserved = per.get("mem_reserved")
-    res_y = None
-    if reserved is not None and "mem_allocated" in per and len(reserved[0]) == len(base[0]):
-        res_y = reserved[1]
-    shape = memory_shape(base[1], res_y)
+    view = read_document(doc)
+    shape = view.memory_shape
+    title, note = "Memory", "The analysis named no memory-curve shape"
+    if shape is not None:
+        label = MEMORY_SHAPES.get(shape, shape)
+        title = f"Memory: {label.split(' — ')[0]}"
+        counts = (view.memory or {}).get("shapes") or {}
+        note = label
+        if len(counts) > 1:
+            note += " (" + ", ".join(f"{k}: {v} rank(s)" for k, v in sorted(counts.items())) + ")"
     layout = _layout(
-        f"Memory: {MEMORY_SHAPES[shape].split(' — ')[0]}",
+        title,
         height=320,
         xaxis={"title": {"text": "step"}},
         yaxis={"title": {"text": "memory (max over ranks)"}},
     )
-    fig = _figure("memory", "Memory", data, layout, note=MEMORY_SHAPES[shape])
+    fig = _figure("memory", "Memory", data, layout, note=note)
     fig["shape"] = shape
     return fig
 
@@ -576,7 +527,7 @@ def first_errors_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
 
     noise = noise_refs(doc)
     first: dict[int, dict[str, Any]] = {}
-    for ev in doc.get("timeline") or []:
+    for ev in read_document(doc).timeline:
         r, t = ev.get("rank"), ev.get("time")
         if r is None or not t:
             continue
@@ -627,7 +578,7 @@ def incident_figures(doc: dict[str, Any] | None, table: Any | None) -> list[dict
         step_time_heatmap(table),
         compute_comm_figure(table),
         loss_figure(table),
-        memory_figure(table),
+        memory_figure(doc, table),
         first_errors_figure(doc),
     ]
     return [f for f in figs if f is not None]

@@ -22,6 +22,8 @@ from apps.investigation.models import (
     WhyChain,
     WhyStep,
 )
+from rankscope.document import read_document
+from rankscope.render import rank_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -51,26 +53,6 @@ def analysis_document(*, incident: Incident) -> dict[str, Any] | None:
     return analysis_document_for_incident(incident=incident)
 
 
-def rank_ranges(ranks: list[int] | None, limit: int = 12) -> str:
-    """[0,1,2,3,7] → "0-3, 7"; long lists end in "… (N ranks)"."""
-    rs = sorted({int(r) for r in ranks or []})
-    if not rs:
-        return ""
-    parts: list[str] = []
-    start = prev = rs[0]
-    for r in [*rs[1:], None]:
-        if r is not None and r == prev + 1:
-            prev = r
-            continue
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-        if r is not None:
-            start = prev = r
-    text = ", ".join(parts[:limit])
-    if len(parts) > limit:
-        text += f", … ({len(rs)} ranks)"
-    return text
-
-
 def _is_noise(finding: dict[str, Any]) -> bool:
     return "noise" in str(finding.get("kind") or "")
 
@@ -87,7 +69,7 @@ _EXHAUSTED = re.compile(r"[Mm]ax retries exceeded|gave up|giving up|exhausted", 
 def noise_refs(doc: dict[str, Any] | None) -> set[tuple[str, Any]]:
     """(file, line) of every line the analysis itself calls noise."""
     out: set[tuple[str, Any]] = set()
-    for f in (doc or {}).get("findings") or []:
+    for f in read_document(doc).findings:
         if _is_noise(f):
             out.update((str(r.get("file")), r.get("line")) for r in f.get("evidence") or [])
     return out
@@ -115,7 +97,7 @@ def _evidence_of(doc: dict[str, Any], ranks: set[int]) -> list[dict[str, Any]]:
     # Localization findings say "where" best; findings that are explicitly noise (retries
     # that recovered) never serve as evidence of where the failure is.
     ordered = sorted(
-        doc.get("findings") or [],
+        read_document(doc).findings,
         key=lambda f: (f.get("phase") != "localization", -(f.get("confidence") or 0)),
     )
     for f in ordered:
@@ -168,10 +150,8 @@ class FirstScreen:
 def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
     if not doc:
         return FirstScreen()
-    triage = doc.get("triage") or {}
-    loc = doc.get("localization") or {}
-    job = doc.get("job") or {}
-    root = doc.get("root_cause") or {}
+    view = read_document(doc)
+    triage, loc, job, root = view.triage, view.localization, view.job, view.root_cause
     culprits = {int(r) for r in loc.get("culprit_ranks") or [] if isinstance(r, int)}
     what_ev: list[dict[str, Any]] = []
     noise = noise_refs(doc)
@@ -179,7 +159,7 @@ def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
         what_ev.extend(r for r in step.get("evidence") or [] if not is_noise_ref(r, noise))
     if not what_ev:
         what_ev = _evidence_of(doc, set())
-    recs = doc.get("recommendations") or []
+    recs = view.recommendations
     immediate = [r for r in recs if r.get("kind") == "immediate"] or recs
     first_action = immediate[0].get("text", "") if immediate else ""
     if not first_action:
@@ -196,9 +176,9 @@ def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
         scope=str(triage.get("scope") or "").replace("_", " "),
         when=_WHEN.get(str(triage.get("when") or ""), ""),
         what_evidence=what_ev[:3],
-        culprit_ranks=rank_ranges(list(culprits)),
+        culprit_ranks=rank_ranges(culprits, limit=12),
         culprit_hosts=[str(h) for h in (loc.get("culprit_hosts") or [])][:12],
-        missing_ranks=rank_ranges(job.get("ranks_missing") or []),
+        missing_ranks=rank_ranges(job.get("ranks_missing"), limit=12),
         where_evidence=_evidence_of(doc, culprits)[:3] if culprits else what_ev[:1],
         first_action=str(first_action),
         first_action_evidence=what_ev[:1],
@@ -210,7 +190,7 @@ def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
 def findings_by_phase(*, doc: dict[str, Any] | None) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {p: [] for p in protocol.PHASES}
     # Noise (e.g. retries that recovered) is reported, but after what matters.
-    for f in sorted((doc or {}).get("findings") or [], key=_is_noise):
+    for f in sorted(read_document(doc).findings, key=_is_noise):
         out.setdefault(str(f.get("phase") or "triage"), []).append(f)
     return out
 
@@ -229,7 +209,7 @@ def pending_proposals(
     *, incident: Incident, doc: dict[str, Any] | None
 ) -> dict[str, list[dict[str, Any]]]:
     """Analyzer proposals not yet accepted or dismissed, per kind."""
-    proposals = (doc or {}).get("proposals") or {}
+    proposals = read_document(doc).proposals
     dismissed = _dismissed(incident)
     accepted = {
         "hypotheses": set(

@@ -30,6 +30,7 @@ from apps.investigation.models import (
     WhyStep,
 )
 from apps.investigation.verification import verify_fix
+from rankscope.document import read_document
 
 PROPOSAL_KINDS = ("hypotheses", "five_whys", "fixes", "prevention")
 
@@ -200,7 +201,7 @@ def hypothesis_record_test(
 
 
 def _proposal(doc: Mapping[str, Any] | None, kind: str, proposal_id: str) -> dict[str, Any]:
-    for p in ((doc or {}).get("proposals") or {}).get(kind) or []:
+    for p in read_document(doc).proposals.get(kind) or []:
         if str(p.get("id")) == proposal_id:
             return p
     raise InvestigationError("That proposal is no longer in the analysis; reload the page.")

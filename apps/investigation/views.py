@@ -28,6 +28,7 @@ from apps.incidents.views import incident_page_response
 from apps.investigation import charts, protocol, selectors, services
 from apps.investigation import forms as inv_forms
 from apps.investigation.models import ActionStatus, HypothesisStatus, Priority
+from rankscope.document import read_document
 
 SECTIONS = {
     "hypotheses": "section-hypotheses",
@@ -41,7 +42,7 @@ def section_context(*, incident: Incident, doc: dict[str, Any] | None = None) ->
     """What the investigation partials need (also used by the incident page)."""
     if doc is None:
         doc = selectors.analysis_document(incident=incident)
-    triage = (doc or {}).get("triage") or {}
+    triage = read_document(doc).triage
     members = get_user_model().objects.filter(teams=incident.team).order_by("username")
     return {
         "incident": incident,

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from rankscope.document import read_document
+
 WEIGHTS: dict[str, float] = {
     "category": 3.0,
     "shape": 1.5,
@@ -65,9 +67,8 @@ def signature_from_document(doc: dict[str, Any] | None) -> Signature:
     """The signature of one triage document (``rankscope.triage/v1``); empty for None."""
     if not doc:
         return Signature()
-    triage = doc.get("triage") or {}
-    root = doc.get("root_cause") or {}
-    loc = doc.get("localization") or {}
+    view = read_document(doc)
+    triage, root, loc = view.triage, view.root_cause, view.localization
     category = str(root.get("category") or triage.get("category") or "").upper()
     if category == "UNKNOWN":
         category = ""
@@ -77,7 +78,7 @@ def signature_from_document(doc: dict[str, Any] | None) -> Signature:
     kinds: set[str] = set()
     xids: set[str] = set()
     hosts: set[str] = {str(h) for h in loc.get("culprit_hosts") or []}
-    for finding in doc.get("findings") or []:
+    for finding in view.findings:
         kind = str(finding.get("kind") or "")
         if kind not in _NOISE_KINDS:
             kinds.add(kind)

@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from apps.incidents.models import Incident, Phase
 from apps.incidents.selectors import incident_phase_durations
+from rankscope.document import read_document
 
 SCHEMA = "rankscope.postmortem/v1"
 MAX_EVENTS = 300
@@ -159,15 +160,15 @@ def _log_time(value: Any) -> dt.datetime | None:
 
 def impact_start_from_logs(doc: dict[str, Any] | None) -> dt.datetime | None:
     """First failure (the causal chain's trigger) or first degradation in the logs."""
-    doc = doc or {}
-    for link in (doc.get("root_cause") or {}).get("chain") or []:
+    view = read_document(doc)
+    for link in view.root_cause.get("chain") or []:
         when = _log_time(link.get("time")) if link.get("time") else None
         if when is not None:
             return when
     noise = {"retry", "connection_error"}
     times = [
         t
-        for e in doc.get("timeline") or []
+        for e in view.timeline
         if e.get("time") and e.get("event") not in noise
         for t in [_log_time(e["time"])]
         if t is not None
@@ -178,7 +179,7 @@ def impact_start_from_logs(doc: dict[str, Any] | None) -> dt.datetime | None:
 def detection_from_logs(doc: dict[str, Any] | None) -> dt.datetime | None:
     """When the failure became visible in the logs: the last link of the causal chain
     (the symptom everyone saw, e.g. the watchdog timeout), if it has a time."""
-    chain = ((doc or {}).get("root_cause") or {}).get("chain") or []
+    chain = read_document(doc).root_cause.get("chain") or []
     times = [t for link in chain if link.get("time") for t in [_log_time(link["time"])] if t]
     return max(times) if times else None
 
@@ -349,7 +350,8 @@ def _cost_prefill(
     incident: Incident, doc: dict[str, Any] | None, shape: str, now: dt.datetime
 ) -> dict[str, Any]:
     """Cost-model inputs known from the incident and the triage document."""
-    job = (doc or {}).get("job") or {}
+    view = read_document(doc)
+    job = view.job
     inputs: dict[str, Any] = {
         # one GPU per rank when the incident does not say
         "gpu_count": incident.gpu_count
@@ -368,7 +370,7 @@ def _cost_prefill(
             inputs["downtime_hours"] = round(hours, 4)
     if shape in {"crash", "hang"}:
         inputs["waste_fraction"] = 1.0
-    metrics = (doc or {}).get("metrics") or {}
+    metrics = view.metrics
     baseline = _num(metrics.get("baseline_throughput"))
     degraded = _num(metrics.get("degraded_throughput"))
     if baseline and degraded is not None:
@@ -389,11 +391,10 @@ def snapshot_build(*, incident: Incident, now: dt.datetime | None = None) -> dic
     """Everything the post-mortem shows about ``incident``, as JSON-safe data."""
     now = now or timezone.now()
     doc = analysis_document(incident)
-    triage = dict((doc or {}).get("triage") or {})
-    loc = dict((doc or {}).get("localization") or {})
-    root = dict((doc or {}).get("root_cause") or {})
-    proposals = (doc or {}).get("proposals") or {}
-    findings = list((doc or {}).get("findings") or [])[:MAX_FINDINGS]
+    view = read_document(doc)
+    triage, loc, root = dict(view.triage), dict(view.localization), dict(view.root_cause)
+    proposals = view.proposals
+    findings = list(view.findings)[:MAX_FINDINGS]
     fixes, fix_verified_at = _fixes(incident)
     factors = [getattr(f, "text", str(f)) for f in _related(incident, "contributing_factors")]
     if not factors:
@@ -432,8 +433,8 @@ def snapshot_build(*, incident: Incident, now: dt.datetime | None = None) -> dic
         },
         "analysis": {
             "available": doc is not None,
-            "engine_version": (doc or {}).get("engine_version", ""),
-            "world_size": ((doc or {}).get("job") or {}).get("world_size"),
+            "engine_version": view.raw.get("engine_version", ""),
+            "world_size": view.job.get("world_size"),
         },
         "triage": {
             "shape": shape,
@@ -463,7 +464,7 @@ def snapshot_build(*, incident: Incident, now: dt.datetime | None = None) -> dic
             "summary": str(root.get("summary") or ""),
             "chain": list(root.get("chain") or [])[:20],
         },
-        "log_timeline": list((doc or {}).get("timeline") or [])[:MAX_LOG_TIMELINE],
+        "log_timeline": list(view.timeline)[:MAX_LOG_TIMELINE],
         "timeline": _timeline(incident),
         "durations": _durations(incident, fix_verified_at, doc),
         "phases": _phases(incident, now),
@@ -474,7 +475,7 @@ def snapshot_build(*, incident: Incident, now: dt.datetime | None = None) -> dic
         "contributing_factors": factors,
         "fixes": fixes,
         "action_items": _action_items(incident),
-        "recommendations": list((doc or {}).get("recommendations") or [])[:20],
+        "recommendations": list(view.recommendations)[:20],
         "cost_prefill": _cost_prefill(incident, doc, shape, now),
     }
 

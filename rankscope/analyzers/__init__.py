@@ -1,23 +1,32 @@
 """Analyzer plugins and the one loop that runs them.
 
-The interface every analyzer implements::
+An analyzer declares itself in its own module, in one place::
 
     class MyAnalyzer:
         name = "my_analyzer"     # stable; shown in the document's "analyzers" list
         phase = "isolation"      # triage | localization | isolation | root_cause | resolution
         order = 60               # analyzers run in ascending order
+        reads = ("events", "facts.rank_host")        # what it reads
+        writes = ("facts.my_fact", "findings")        # what it writes
 
         def run(self, ctx: Context) -> None:
-            # Read ctx.events / ctx.by_kind / ctx.results / ctx.metrics and what earlier
-            # analyzers left in ctx.facts; add findings with ctx.add_finding(...) (every
-            # finding needs at least one Event as evidence); write document sections
-            # (ctx.doc["job"], ctx.doc["localization"], …) only if you own them.
+            # Read ctx.events / ctx.by_kind / ctx.results / ctx.metrics and the facts
+            # earlier analyzers left (ctx.facts, a ``Facts``); add findings with
+            # ctx.add_finding(...) (every finding needs at least one Event as evidence);
+            # write a document section (ctx.doc[...]) only if you are its writer.
 
-Register with ``register_analyzer(MyAnalyzer())``. Built-in order: job 10,
-nccl 20, failures 30, flight_recorder 32, odd_one_out 34, torchrun 35, noise 40, metrics 50, slowdown 52,
-verdict 90 (the verdict reads everything before it and writes triage/root_cause/timeline/
-recommendations). An analyzer that raises is recorded in
-``doc["analysis"]["errors"]`` and the others still run.
+    register_analyzer(MyAnalyzer())
+
+``reads``/``writes`` name ``facts.<attribute>`` (``rankscope.model.Facts``),
+``doc.<section>`` (or ``doc.isolation.<key>``), ``findings``, ``events``, ``results``
+and ``metrics``. A document section has one writer: registering a second one fails.
+``tests/analysis/engine/test_document_shape.py`` checks the declarations against the
+code and that every fact read is written by an analyzer of lower order.
+
+Every module of this package is imported on first use, so a new analyzer is one new
+file. ``registered_analyzers()`` lists them in order (the built-in orders are in
+docs/analysis.md). An analyzer that raises is recorded in
+``doc["analysis"]["analyzers"]`` and the others still run.
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..metrics import MetricsTable
-from ..model import Event, Options, ParseResult, evidence
+from ..model import Event, Facts, Options, ParseResult, evidence
+from ..plugins import load_plugins
 
 PHASES = ("triage", "localization", "isolation", "root_cause", "resolution")
 
@@ -37,6 +47,8 @@ class Analyzer(Protocol):
     name: str
     phase: str
     order: int
+    reads: tuple[str, ...]
+    writes: tuple[str, ...]
 
     def run(self, ctx: Context) -> None: ...
 
@@ -45,10 +57,27 @@ _REGISTRY: dict[str, Analyzer] = {}
 
 
 def register_analyzer(analyzer: Analyzer) -> Analyzer:
+    """Add ``analyzer`` to the loop; a document section it writes must have no other writer."""
     if analyzer.phase not in PHASES:
         raise ValueError(f"unknown phase {analyzer.phase!r}")
+    for section in section_writes(analyzer):
+        other = next(
+            (
+                a.name
+                for a in _REGISTRY.values()
+                if a.name != analyzer.name and section in section_writes(a)
+            ),
+            None,
+        )
+        if other is not None:
+            raise ValueError(f"{analyzer.name} and {other} would both write {section}")
     _REGISTRY[analyzer.name] = analyzer
     return analyzer
+
+
+def section_writes(analyzer: Analyzer) -> set[str]:
+    """The document sections (or ``isolation`` keys) an analyzer declares it writes."""
+    return {w for w in getattr(analyzer, "writes", ()) if w.startswith("doc.")}
 
 
 def registered_analyzers() -> list[Analyzer]:
@@ -70,9 +99,10 @@ class Context:
     by_kind: dict[str, list[Event]] = field(default_factory=dict)
     metrics: MetricsTable | None = None
     year: int | None = None
-    facts: dict[str, Any] = field(default_factory=dict)
+    facts: Facts = field(default_factory=Facts)
     doc: dict[str, Any] = field(default_factory=dict)
     findings: list[dict[str, Any]] = field(default_factory=list)
+    _kind_of_file: dict[str, str] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, results: Iterable[ParseResult], options: Options) -> Context:
@@ -93,6 +123,12 @@ class Context:
             ctx.by_kind.setdefault(e.kind, []).append(e)
         ctx.metrics = MetricsTable.concat([r.metrics for r in results if r.metrics is not None])
         return ctx
+
+    def kind_of_file(self, name: str) -> str | None:
+        """The artifact kind of the file an event came from."""
+        if self._kind_of_file is None:
+            self._kind_of_file = {r.name: r.kind for r in self.results}
+        return self._kind_of_file.get(name)
 
     def kinds(self, *kinds: str) -> list[Event]:
         out: list[Event] = []
@@ -156,32 +192,5 @@ def run_all(ctx: Context, progress: Any = None) -> list[dict[str, Any]]:
     return ran
 
 
-_loaded = False
-
-
 def _load_builtin() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    from . import (  # noqa: F401  # noqa: F401, PLC0415
-        chain,
-        correlation,
-        failures,
-        flight_recorder,
-        hardware,
-        isolation,
-        job,
-        memory,
-        metrics,
-        nccl,
-        noise,
-        numerics,
-        odd_one_out,
-        postmortem_inputs,
-        proposals,
-        slowdown,
-        storage,
-        torchrun,
-        verdict,
-    )
+    load_plugins(__name__)

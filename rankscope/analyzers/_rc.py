@@ -4,47 +4,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
 from ..model import Event
+from ..times import to_dt
 from . import Context
-
-
-def to_dt(iso: str | None) -> datetime | None:
-    """ISO text → naive datetime; a ``0000-`` year (unknown) becomes year 2000 so such times compare."""
-    if not iso:
-        return None
-    s = iso.replace("Z", "")
-    if s.startswith("0000-"):
-        s = "2000" + s[4:]
-    try:
-        d = datetime.fromisoformat(s)
-    except ValueError:
-        return None
-    return d.replace(tzinfo=None) if d.tzinfo else d
-
-
-def iso_out(d: datetime | None) -> str | None:
-    """datetime → ISO text; the stand-in year 2000 of ``to_dt`` goes back to ``0000-`` (unknown)."""
-    if d is None:
-        return None
-    out = d.isoformat()
-    return "0000" + out[4:] if d.year == 2000 else out
-
-
-def shift_iso(iso: str | None, seconds: float) -> str | None:
-    d = to_dt(iso)
-    if d is None or not seconds:
-        return iso
-    out = (d + timedelta(seconds=seconds)).isoformat()
-    return "0000" + out[4:] if iso and iso.startswith("0000-") else out
-
-
-def etime(e: Event) -> str | None:
-    return e.time or e.fields.get("approx_time")
 
 
 def metrics_files(ctx: Context) -> Iterator[tuple[str, Any]]:
@@ -161,8 +128,4 @@ def job_death(ctx: Context) -> Event | None:
 
 
 def _is_worker(ctx: Context, e: Event) -> bool:
-    kind = ctx.facts.get("_kind_of_file", {}).get(e.file)
-    if kind is None:
-        ctx.facts["_kind_of_file"] = {r.name: r.kind for r in ctx.results}
-        kind = ctx.facts["_kind_of_file"].get(e.file)
-    return kind in ("rank_log", "slurm_job", None)
+    return ctx.kind_of_file(e.file) in ("rank_log", "slurm_job", None)

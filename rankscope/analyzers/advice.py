@@ -53,9 +53,7 @@ def _cap(text: str) -> str:
 
 
 def _stuck(ctx: Context) -> str:
-    rows = [
-        r for r in ctx.facts.get("nccl", {}).get("rows", []) if r["role"] == "initiator" and r["op"]
-    ]
+    rows = [r for r in ctx.facts.nccl.get("rows", []) if r["role"] == "initiator" and r["op"]]
     if not rows:
         return "the collective"
     r = rows[0]
@@ -103,10 +101,10 @@ def summary(ctx: Context, v: Verdict) -> str:
         if everywhere and v.category == "NETWORK":
             action = SLOW_ACTION["NETWORK_ALL"]
         elif everywhere and v.category == "UNKNOWN":
-            part = (ctx.facts.get("metrics", {}).get("slowdown") or {}).get("part")
+            part = (ctx.facts.metrics.get("slowdown") or {}).get("part")
             action = SLOW_ACTION["COMPUTE_ALL" if part == "compute" else "UNLOCATED"]
         return f"Training slowed: {decomposed['title']} — {action}"
-    if decomposed and ctx.facts.get("metrics", {}).get("slowdown", {}).get("finding") is decomposed:
+    if decomposed and ctx.facts.metrics.get("slowdown", {}).get("finding") is decomposed:
         # a slowdown one log shows without a step series (nccl-tests, NCCL's transport)
         return f"Slow: {decomposed['title']} — {decomposed.get('detail') or ''}".rstrip(" —")
     sig = _catalogue_root(v)
@@ -144,7 +142,7 @@ def summary(ctx: Context, v: Verdict) -> str:
             scope = "reported by NCCL; a peer process that died looks the same"
         return f"NCCL network failure in {_stuck(ctx)} ({scope}) — check the IB/RoCE fabric (links, switches, NIC counters) and restart from the last checkpoint."
     if v.category == "NUMERICAL":
-        step = f.get("step") or ctx.facts.get("metrics", {}).get("nan_step")
+        step = f.get("step") or ctx.facts.metrics.get("nan_step")
         at = f" at step {step}" if step is not None else ""
         return f"Training diverged: loss became NaN/Inf{at} — restart from the last checkpoint before it with a lower learning rate or tighter gradient clipping, and check that step's data."
     if v.category == "INFRA":

@@ -1,6 +1,8 @@
 """The root-cause chain across all ranks and files, on one aligned timeline.
 
-Runs after the verdict (order 95). Steps, each with its evidence line:
+Runs before the verdict (order 85) and writes ``ctx.facts.chain``; the verdict, the
+owner of ``root_cause``, ``triage`` and ``timeline``, applies it with ``apply_chain``.
+Steps, each with its evidence line:
 
 1. trigger — the earliest causal event (storage failure chain, data-loader error,
    CUDA/host OOM, Xid/ECC, NaN, mismatch, exception, node failure); without one,
@@ -11,10 +13,11 @@ Runs after the verdict (order 95). Steps, each with its evidence line:
 5. the processes are taken down (teardown, SIGTERM, torchrun summary, SLURM).
 
 Times: every source on the worker clock (AIS times already shifted by the storage
-analyzer's offset, ``ctx.facts["clock_offsets"]``); lines without a time keep
+analyzer's offset, ``ctx.facts.clock_offsets``); lines without a time keep
 their file order after the last timed line before them. The root category
-follows the trigger: a timeout after an OOM is OOM. ``doc["root_cause"]["chain"]``
-is replaced; ``doc["timeline"]`` gains the storage/hardware events, aligned.
+follows the trigger: a timeout after an OOM is OOM. The chain replaces the verdict's
+own when it has two steps or more; the timeline gains the storage/hardware events,
+aligned.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..model import Event, evidence
+from ..model import ChainFacts, Event, evidence
 from ..signatures import BY_ID, exception_rule
+from ..times import etime, iso_out, to_dt
 from . import Context, register_analyzer
-from ._rc import etime, iso_out, to_dt
 
 CAUSES: dict[str, tuple[str, str]] = {
     "cuda_oom": ("OOM", "CUDA out of memory"),
@@ -72,7 +75,9 @@ def _key(t: datetime | None) -> datetime:
 class ChainAnalyzer:
     name = "chain"
     phase = "root_cause"
-    order = 95
+    order = 85
+    reads = ("events", "facts.storage_chain", "facts.clock_offsets", "facts.nccl")
+    writes = ("facts.chain",)
 
     def run(self, ctx: Context) -> None:
         ordered = self._aligned(ctx)
@@ -116,7 +121,7 @@ class ChainAnalyzer:
             steps.append(step)
 
         if trigger is not None:
-            storage = ctx.facts.get("storage_chain") or []
+            storage = ctx.facts.storage_chain
             if storage and trigger is storage[0][1]:
                 for lbl, e in storage:
                     add("trigger" if e is trigger else "storage", e, lbl)
@@ -183,7 +188,7 @@ class ChainAnalyzer:
                 f"watchdogs fired on {n or 'the'} rank(s)",
                 extra=fire[1:2],
             )
-        nccl = ctx.facts.get("nccl") or {}
+        nccl = ctx.facts.nccl
         named = sorted(set(nccl.get("initiators", ())) - set(nccl.get("own", ())))
         told = [
             e
@@ -211,13 +216,10 @@ class ChainAnalyzer:
                 f"processes taken down ({down[0].kind.replace('_', ' ')})",
                 extra=[last] if last is not down[0] else None,
             )
-        rc = ctx.doc.setdefault("root_cause", {"category": "UNKNOWN", "summary": "", "chain": []})
-        if len(steps) >= 2 or (steps and not rc.get("chain")):
-            rc["chain"] = steps
+        facts = ctx.facts.chain = ChainFacts(steps=steps, clock_offsets=ctx.facts.clock_offsets)
         if trigger is not None and category:
-            rc["chain_trigger"] = {"category": category, "event": label, **evidence(trigger)}
-            verdict_cat = rc.get("category", "UNKNOWN")
-            precedes = (
+            facts.trigger, facts.category, facts.label = trigger, category, label
+            facts.precedes = (
                 hang_start is None
                 or (
                     t_of.get(id(trigger)) is not None
@@ -229,21 +231,7 @@ class ChainAnalyzer:
                     and t_of[id(trigger)] <= min(t_of[id(e)] or datetime.max for e in hang)
                 )
             )
-            by_signature = str(rc.get("decided_by") or "").startswith("signature")
-            if (
-                verdict_cat in ("UNKNOWN", "NETWORK")
-                and category != "NETWORK"
-                and precedes
-                and not (by_signature and trigger.kind == "python_exception")
-            ):
-                rc["category"] = category
-                rc["category_from"] = "chain trigger (the root category follows the trigger)"
-                if ctx.doc.get("triage", {}).get("category") in ("UNKNOWN", "NETWORK"):
-                    ctx.doc["triage"]["category"] = category
-        offsets = ctx.facts.get("clock_offsets") or {}
-        if offsets:
-            rc["clock_offsets"] = {f: o for f, o in sorted(offsets.items())}
-        self._timeline(ctx, ordered, t_of)
+        facts.timeline = self._timeline(ctx, ordered)
 
     _inherited: set[int] = set()
 
@@ -283,7 +271,7 @@ class ChainAnalyzer:
         t_of: dict[int, Any],
         hang_start: datetime | None,
     ) -> tuple[Event | None, str | None, str]:
-        storage = ctx.facts.get("storage_chain") or []
+        storage = ctx.facts.storage_chain
         cands = []
         if len(storage) >= 2:
             cands.append(
@@ -329,25 +317,22 @@ class ChainAnalyzer:
 
     @staticmethod
     def _straggler(ctx: Context) -> dict[str, Any] | None:
-        rows = ctx.facts.get("nccl", {}).get("rows", [])
+        rows = ctx.facts.nccl.get("rows", [])
         return next(
             (r for r in rows if r.get("role") == "straggler" and r.get("_ev") is not None), None
         )
 
     def _timeline(
-        self, ctx: Context, ordered: list[tuple[datetime | None, Event]], t_of: dict[int, Any]
-    ) -> None:
-        tl = ctx.doc.setdefault("timeline", [])
-        have = {(x.get("file"), x.get("line")) for x in tl}
-        offsets = ctx.facts.get("clock_offsets") or {}
+        self, ctx: Context, ordered: list[tuple[datetime | None, Event]]
+    ) -> list[dict[str, Any]]:
+        """Storage and hardware lines for the timeline, on the aligned clock (``apply_chain``
+        keeps the first 8 of a kind that the verdict's timeline does not already have)."""
+        tl: list[dict[str, Any]] = []
+        offsets = ctx.facts.clock_offsets
         extra_kinds = ("ais_", "xid", "gpu_off_bus", "ecc_error", "host_oom_kill")
-        per_kind: dict[str, int] = {}
         for t, e in ordered:
-            if (e.file, e.line) in have or not e.kind.startswith(extra_kinds) or t is None:
+            if not e.kind.startswith(extra_kinds) or t is None:
                 continue
-            if per_kind.get(e.kind, 0) >= 8:
-                continue
-            per_kind[e.kind] = per_kind.get(e.kind, 0) + 1
             item = {
                 "time": iso_out(t),
                 "rank": e.rank,
@@ -360,12 +345,62 @@ class ChainAnalyzer:
             if e.file in offsets:
                 item["clock_offset_seconds"] = offsets[e.file]
             tl.append(item)
-            have.add((e.file, e.line))
-        for item in tl:
-            if item.get("file") in offsets and "clock_offset_seconds" not in item:
-                item["clock_offset_seconds"] = offsets[item["file"]]
-        tl.sort(key=lambda x: (x.get("time") or "9999", x.get("file") or "", x.get("line") or 0))
-        del tl[ctx.options.max_timeline :]
+        return tl
+
+
+def apply_chain(
+    ctx: Context,
+    triage: dict[str, Any],
+    root_cause: dict[str, Any],
+    timeline: list[dict[str, Any]],
+) -> None:
+    """The verdict's sections with the chain applied (called by their writer, the verdict).
+
+    The chain replaces the verdict's own when it has more steps; the root category follows
+    the trigger when the verdict only saw the network (or nothing) and the trigger came
+    before the hang; the timeline gains the aligned storage/hardware lines.
+    """
+    facts = ctx.facts.chain
+    if facts is None:
+        return
+    steps = facts.steps
+    if len(steps) >= 2 or (steps and not root_cause.get("chain")):
+        root_cause["chain"] = steps
+    trigger, category = facts.trigger, facts.category
+    if trigger is not None and category:
+        root_cause["chain_trigger"] = {
+            "category": category,
+            "event": facts.label,
+            **evidence(trigger),
+        }
+        by_signature = str(root_cause.get("decided_by") or "").startswith("signature")
+        if (
+            root_cause.get("category", "UNKNOWN") in ("UNKNOWN", "NETWORK")
+            and category != "NETWORK"
+            and facts.precedes
+            and not (by_signature and trigger.kind == "python_exception")
+        ):
+            root_cause["category"] = category
+            root_cause["category_from"] = "chain trigger (the root category follows the trigger)"
+            if triage.get("category") in ("UNKNOWN", "NETWORK"):
+                triage["category"] = category
+    offsets = facts.clock_offsets
+    if offsets:
+        root_cause["clock_offsets"] = {f: o for f, o in sorted(offsets.items())}
+    have = {(x.get("file"), x.get("line")) for x in timeline}
+    per_kind: dict[str, int] = {}
+    for item in facts.timeline:
+        key, kind = (item["file"], item["line"]), item["event"]
+        if key in have or per_kind.get(kind, 0) >= 8:
+            continue
+        per_kind[kind] = per_kind.get(kind, 0) + 1
+        timeline.append(item)
+        have.add(key)
+    for item in timeline:
+        if item.get("file") in offsets and "clock_offset_seconds" not in item:
+            item["clock_offset_seconds"] = offsets[item["file"]]
+    timeline.sort(key=lambda x: (x.get("time") or "9999", x.get("file") or "", x.get("line") or 0))
+    del timeline[ctx.options.max_timeline :]
 
 
 register_analyzer(ChainAnalyzer())

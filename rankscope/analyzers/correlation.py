@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from ..model import Event
+from ..times import etime, to_dt
 from . import Context, register_analyzer
-from ._rc import etime, to_dt
 
 PRECURSORS = (
     ("checkpoint", ("checkpoint",)),
@@ -65,6 +65,8 @@ class CorrelationAnalyzer:
     name = "correlation"
     phase = "root_cause"
     order = 70
+    reads = ("events",)
+    writes = ("doc.isolation.correlation", "findings")
 
     def run(self, ctx: Context) -> None:
         W = float(ctx.options.correlation_window)

@@ -11,7 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..model import Event, evidence
+from ..render import rank_list as _short
 from ..signatures import BY_ID, exception_rule
+from ..times import etime
 from . import Context, register_analyzer
 
 SYMPTOMS = {
@@ -161,14 +163,12 @@ def label_of(e: Event) -> str:
     return LABELS.get(e.kind, e.kind)
 
 
-def etime(e: Event) -> str | None:
-    return e.time or e.fields.get("approx_time")
-
-
 class FailuresAnalyzer:
     name = "failures"
     phase = "triage"
     order = 30
+    reads = ("events",)
+    writes = ("facts.causes", "facts.first_error_by_rank", "facts.first_failure", "findings")
 
     def run(self, ctx: Context) -> None:
         _approximate_times(ctx)
@@ -218,9 +218,8 @@ class FailuresAnalyzer:
                     "label": label_of(e),
                 }
             )
-        ctx.facts["causes"] = causes
-        loc = ctx.doc["localization"]
-        loc["first_error_by_rank"] = [
+        ctx.facts.causes = causes
+        ctx.facts.first_error_by_rank = [
             {"rank": r, "kind": e.kind, "time": etime(e), **evidence(e)}
             for r, e in sorted(first_by_rank.items())
         ][:4096]
@@ -233,7 +232,7 @@ class FailuresAnalyzer:
         errors.sort(key=lambda e: (etime(e) or "9999", e.file, e.line))
         if errors:
             first = errors[0]
-            loc["first_failure"] = {
+            ctx.facts.first_failure = {
                 "rank": first.rank,
                 "kind": first.kind,
                 "time": etime(first),
@@ -259,12 +258,6 @@ class FailuresAnalyzer:
                 evidence_events=[c["event"] for c in group[:3]],
                 category=cat,
             )
-
-
-def _short(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks[:8])) + (
-        f" and {len(ranks) - 8} more" if len(ranks) > 8 else ""
-    )
 
 
 def _approximate_times(ctx: Context) -> None:

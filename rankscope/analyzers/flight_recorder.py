@@ -29,6 +29,7 @@ from typing import Any
 
 from ..model import Event, ParseResult
 from ..parsers.flight_recorder import describe_entry
+from ..render import rank_list as _short
 from . import Context, register_analyzer
 from .nccl import _groups
 
@@ -77,12 +78,6 @@ def _sig(e: dict[str, Any]) -> tuple[Any, ...]:
         tuple(e["input_dtypes"]),
         tuple(e["output_dtypes"]),
         e["state"] == "completed",
-    )
-
-
-def _short(ranks: list[int], n: int = 8) -> str:
-    return ", ".join(map(str, ranks[:n])) + (
-        f" and {len(ranks) - n} more" if len(ranks) > n else ""
     )
 
 
@@ -135,6 +130,8 @@ class FlightRecorderAnalyzer:
     name = "flight_recorder"
     phase = "localization"
     order = 32  # after nccl (20) and failures (30): it amends their conclusions
+    reads = ("results", "doc.job", "facts.rank_host", "facts.nccl")
+    writes = ("facts.flight_recorder", "facts.nccl", "facts.causes", "findings")
 
     def run(self, ctx: Context) -> None:
         dumps: dict[int, _Dump] = {}
@@ -156,7 +153,7 @@ class FlightRecorderAnalyzer:
         if not out:
             return
         versions = sorted({d.fr.get("version", "") for d in dumps.values()})
-        ctx.doc["localization"]["flight_recorder"] = {
+        ctx.facts.flight_recorder = {
             "dumps": len(dumps),
             "versions": versions,
             "ranks_without_dump": sorted(without_dump)[:4096],
@@ -472,7 +469,7 @@ class FlightRecorderAnalyzer:
         dumps: dict[int, _Dump],
         without: list[int],
     ) -> None:
-        rank_host = ctx.facts.get("rank_host", {})
+        rank_host = ctx.facts.rank_host
         stragglers: list[tuple[dict[str, Any], int]] = []
         undecided: list[tuple[dict[str, Any], list[Event]]] = []
         for g in out:
@@ -512,7 +509,7 @@ class FlightRecorderAnalyzer:
                 if f is not None:
                     for ev in evid:
                         if ev.rank in set(g["culprit_ranks"]) or not g["culprit_ranks"]:
-                            ctx.facts.setdefault("causes", []).append(
+                            ctx.facts.causes.append(
                                 {
                                     "category": "SOFTWARE",
                                     "strength": 0.9 if blame else 0.6,
@@ -567,10 +564,7 @@ class FlightRecorderAnalyzer:
         self, ctx: Context, found: list[tuple[dict[str, Any], int]], dumps: dict[int, _Dump]
     ) -> None:
         """Ranks that never recorded the collective the others wait in are stragglers (nccl roles)."""
-        nccl = ctx.facts.setdefault(
-            "nccl",
-            {"rows": [], "stragglers": [], "ahead": [], "all_in_collective": False, "silent": []},
-        )
+        nccl = ctx.facts.nccl
         rows: list[dict[str, Any]] = nccl.setdefault("rows", [])
         for g, rank in found:
             d = dumps.get(rank)
@@ -603,12 +597,7 @@ class FlightRecorderAnalyzer:
         strag = sorted({r["rank"] for r in rows if r["role"] == "straggler"})
         nccl["stragglers"] = strag
         nccl["all_in_collective"] = False
-        loc = ctx.doc["localization"]
-        loc["straggler_ranks"] = strag
-        loc["nccl"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in rows][
-            : ctx.options.max_nccl_rows
-        ]
-        loc["nccl_groups"] = _groups(rows)
+        nccl["groups"] = _groups(rows)
 
 
 register_analyzer(FlightRecorderAnalyzer())

@@ -92,6 +92,8 @@ class HardwareAnalyzer:
     name = "hardware"
     phase = "isolation"
     order = 61
+    reads = ("events", "doc.job")
+    writes = ("doc.hardware", "findings")
 
     def run(self, ctx: Context) -> None:
         out: dict[str, Any] = {"xid": [], "gpus": [], "repeat_offenders": []}
@@ -279,7 +281,8 @@ class HardwareAnalyzer:
         job_hosts = set(ctx.doc.get("job", {}).get("hosts", {})) | {
             e.host for e in ctx.events if e.host
         }
-        suspects = set(ctx.doc.get("localization", {}).get("culprit_hosts", []))
+        # the verdict names its culprits later (order 90): the findings so far are the suspects
+        suspects: set[str] = set()
         for f in ctx.findings:
             suspects.update(f.get("hosts", []))
         for host in sorted(job_hosts):

@@ -32,6 +32,15 @@ class IsolationAnalyzer:
     name = "isolation"
     phase = "isolation"
     order = 65
+    reads = ("events", "doc.job", "facts.rank_host")
+    writes = (
+        "doc.isolation.topology_hosts",
+        "doc.isolation.groups",
+        "doc.isolation.intra_vs_inter",
+        "doc.isolation.nccl_tests",
+        "doc.isolation.bisection",
+        "findings",
+    )
 
     def run(self, ctx: Context) -> None:
         iso = ctx.doc.setdefault("isolation", {})
@@ -57,7 +66,7 @@ class IsolationAnalyzer:
         return topo
 
     def _groups(self, ctx: Context, iso: dict[str, Any], topo: dict[str, dict[str, Any]]) -> None:
-        rank_host = ctx.facts.get("rank_host", {})
+        rank_host = ctx.facts.rank_host
         world = ctx.doc.get("job", {}).get("world_size")
         p = ctx.options.pipeline_stages
         results = []

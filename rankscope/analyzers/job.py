@@ -1,20 +1,32 @@
-"""Job facts: framework, world size (and how we know it), ranks seen/missing, hosts ↔ ranks."""
+"""Job facts: framework, world size (and how we know it), ranks seen/missing, hosts ↔ ranks.
+
+Also what the post-mortem's cost model reads (docs/postmortems.md), added only when
+known: ``job.last_step``, the highest step any rank logged (log head/tail facts,
+metrics rows), and ``job.last_checkpoint_step``, the last checkpoint saved at or before
+it (checkpoint events with a step).
+"""
 
 from __future__ import annotations
 
 from collections import Counter
 from typing import Any
 
+import numpy as np
+
 from . import Context, register_analyzer
+from ._rc import metrics_files
 
 _FRAMEWORK_PRIORITY = ["nemo", "megatron", "deepspeed", "lightning", "pytorch"]
 _WORLD_PRIORITY = ["WORLD_SIZE", "world size", "Lightning MEMBER", "NCCL nranks"]
+SAVED = ("checkpoint_saved", "checkpoint_save")
 
 
 class JobAnalyzer:
     name = "job"
     phase = "triage"
     order = 10
+    reads = ("results",)
+    writes = ("doc.job", "facts.job_start", "facts.last_step", "facts.rank_host", "facts.seen")
 
     def run(self, ctx: Context) -> None:
         job = ctx.doc["job"]
@@ -61,16 +73,38 @@ class JobAnalyzer:
         first = [ri.first_time for r in ctx.results for ri in r.rank_info.values() if ri.first_time]
         if ctx.year:
             first = [f"{ctx.year:04d}{t[4:]}" if t.startswith("0000-") else t for t in first]
-        ctx.facts["job_start"] = min(first) if first else None
+        ctx.facts.job_start = min(first) if first else None
         steps = [
             ri.last_step
             for r in ctx.results
             for ri in r.rank_info.values()
             if ri.last_step is not None
         ]
-        ctx.facts["last_step"] = max(steps) if steps else None
-        ctx.facts["rank_host"] = rank_host
-        ctx.facts["seen"] = seen
+        ctx.facts.last_step = max(steps) if steps else None
+        ctx.facts.rank_host = rank_host
+        ctx.facts.seen = seen
+        self._progress(ctx, job)
+
+    @staticmethod
+    def _progress(ctx: Context, job: dict[str, Any]) -> None:
+        """The last step (logs and metrics rows) and the last checkpoint at or before it."""
+        last = ctx.facts.last_step
+        for _, m in metrics_files(ctx):
+            if not m.has("step"):
+                continue
+            steps = m.numpy("step").astype(float)
+            if steps.size and not np.all(np.isnan(steps)):
+                top = int(np.nanmax(steps))
+                last = top if last is None else max(last, top)
+        if last is not None:
+            job["last_step"] = int(last)
+        ckpts = [
+            e.fields["step"]
+            for e in ctx.kinds(*SAVED)
+            if isinstance(e.fields.get("step"), int) and (last is None or e.fields["step"] <= last)
+        ]
+        if ckpts:
+            job["last_checkpoint_step"] = max(ckpts)
 
     def _world_size(self, ctx: Context, seen: set[int]) -> tuple[int | None, str | None]:
         claims: dict[str, int] = {}

@@ -69,6 +69,8 @@ class MemoryAnalyzer:
     name = "memory"
     phase = "isolation"
     order = 62
+    reads = ("results", "events")
+    writes = ("doc.isolation.memory", "findings")
 
     def run(self, ctx: Context) -> None:
         cap = capacity_gib(ctx)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..model import Event
+from ..model import Event, MetricsFacts
 from . import Context, register_analyzer
 
 SHORT_SERIES = 4  # fewest steps a drop is judged on (iterations.MIN_ROWS)
@@ -69,14 +69,16 @@ class MetricsAnalyzer:
     name = "metrics"
     phase = "localization"
     order = 50
+    reads = ("metrics", "facts.rank_host")
+    writes = ("facts.metrics", "facts.metric_stragglers", "findings")
 
     def run(self, ctx: Context) -> None:
         m = ctx.metrics
         if m is None or not m.has("step"):
             return
         samples = _samples(ctx)
-        facts: dict[str, Any] = {}
-        ctx.facts["metrics"] = facts
+        facts: MetricsFacts = {}
+        ctx.facts.metrics = facts
         steps = m.numpy("step").astype(float)
         if m.has("loss"):
             self._nan(ctx, m, samples)
@@ -96,7 +98,7 @@ class MetricsAnalyzer:
         ranks = sorted({int(r) for r in m.numpy("rank")[bad] if r == r}) if m.has("rank") else []
         first_step = int(np.nanmin(m.numpy("step").astype(float)[bad]))
         evs = [e for r in (ranks or [-1]) for e in _ev(samples, r, "first_nan")][:3]
-        ctx.facts.setdefault("metrics", {})["nan_step"] = first_step
+        ctx.facts.metrics["nan_step"] = first_step
         ctx.add_finding(
             phase="triage",
             kind="nan_loss",
@@ -138,10 +140,8 @@ class MetricsAnalyzer:
         if not out or len(out) > 0.5 * len(per):
             return
         ranks = [s["rank"] for s in out]
-        rank_host = ctx.facts.get("rank_host", {})
-        ctx.doc["localization"]["straggler_ranks"] = sorted(
-            set(ctx.doc["localization"]["straggler_ranks"]) | set(ranks)
-        )
+        rank_host = ctx.facts.rank_host
+        ctx.facts.metric_stragglers.update(ranks)
         for s in out[:16]:
             ctx.add_finding(
                 phase="localization",
@@ -216,7 +216,7 @@ class MetricsAnalyzer:
     def _hosts(self, ctx: Context, m: Any) -> np.ndarray | None:
         if m.has("host"):
             return np.array([h or "?" for h in m.column("host")], dtype=object)
-        rank_host = ctx.facts.get("rank_host", {})
+        rank_host = ctx.facts.rank_host
         if m.has("rank") and rank_host:
             return np.array(
                 [rank_host.get(int(r), "?") if r == r else "?" for r in m.numpy("rank")],

@@ -259,7 +259,7 @@ def _straggler_ops(st: _State) -> None:
 
 
 def _coverage(st: _State, ctx: Context) -> None:
-    seen = ctx.facts.get("seen", set())
+    seen = ctx.facts.seen
     with_state = {r["rank"] for r in st.ordered}
     in_coll = {
         r["rank"]
@@ -302,23 +302,14 @@ def _first_initiator(ctx: Context, st: _State) -> dict[str, Any] | None:
 
 
 def _publish(ctx: Context, st: _State) -> None:
-    loc = ctx.doc["localization"]
-    loc["nccl"] = [{k: v for k, v in r.items() if not k.startswith("_")} for r in st.ordered][
-        : ctx.options.max_nccl_rows
-    ]
-    loc["initiator_ranks"] = sorted(st.initiators)
-    loc["first_initiator"] = _first_initiator(ctx, st)
-    loc["notified_ranks"] = sorted(st.notified)
-    loc["straggler_ranks"] = st.stragglers
-    loc["nccl_groups"] = _groups(st.ordered)
-    if st.notified_from:
-        named = Counter(v for v in st.notified_from.values() if v is not None and v >= 0)
-        loc["dump_signal_from"] = [{"rank": r, "notified": n} for r, n in named.most_common(10)]
-    ctx.facts["nccl"] = {
+    """The NCCL facts; the localization analyzer puts them into the document."""
+    ctx.facts.nccl = {
         "rows": st.ordered,
+        "groups": _groups(st.ordered),
         "targets": st.targets,
         "own": st.own,
         "initiators": st.initiators,
+        "first_initiator": _first_initiator(ctx, st),
         "notified": st.notified,
         "stragglers": st.stragglers,
         "ahead": st.ahead,
@@ -332,6 +323,8 @@ class NcclAnalyzer:
     name = "nccl"
     phase = "localization"
     order = 20
+    reads = ("events", "doc.job", "facts.seen", "facts.rank_host")
+    writes = ("facts.nccl", "findings")
 
     def run(self, ctx: Context) -> None:
         per_rank: dict[int, dict[str, list[Event]]] = {}
@@ -400,7 +393,7 @@ def _finding_stragglers(ctx: Context, st: _State) -> None:
             detail="No NCCL work was pending on this rank: it was stuck outside NCCL (training loop, data loading, host code) while the others waited.",
             confidence=0.9,
             ranks=[rank],
-            hosts=[h for h in [ctx.facts.get("rank_host", {}).get(rank)] if h],
+            hosts=[h for h in [ctx.facts.rank_host.get(rank)] if h],
             evidence_events=[r["_ev"]],
         )
 

@@ -14,6 +14,8 @@ class RetryNoiseAnalyzer:
     name = "retry_noise"
     phase = "triage"
     order = 40
+    reads = ("events", "results")
+    writes = ("facts.retry_exhausted", "facts.retry_escalated", "facts.retry_noise", "findings")
 
     def run(self, ctx: Context) -> None:
         retries = ctx.by_kind.get("retry", [])
@@ -33,8 +35,8 @@ class RetryNoiseAnalyzer:
                 exhausted.append(e)
         total_retries = sum(r.event_counts.get("retry", 0) for r in ctx.results)
         total_resets = sum(r.event_counts.get("connection_error", 0) for r in ctx.results)
-        ctx.facts["retry_exhausted"] = exhausted
-        ctx.facts["retry_escalated"] = escalated
+        ctx.facts.retry_exhausted = exhausted
+        ctx.facts.retry_escalated = escalated
         if exhausted:
             exhausted.sort(key=lambda e: (e.time or "9999", e.file, e.line))
             reason = exhausted[0].fields.get("reason") or "a remote call"
@@ -51,7 +53,7 @@ class RetryNoiseAnalyzer:
             evs = (retries or resets)[:3]
             ranks = sorted({e.rank for e in retries + resets if e.rank is not None})
             level = "first retry" if worst <= 1 else f"at most retry {worst}"
-            ctx.facts["retry_noise"] = True
+            ctx.facts.retry_noise = True
             ctx.add_finding(
                 phase="triage",
                 kind="retry_noise",

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..model import Event
 from . import Context, register_analyzer
 from ._rc import metrics_files, row_event
 
@@ -63,10 +64,58 @@ def _with_null_runs(
     return (np.append(steps, all_steps[i]), np.append(loss, np.nan), np.append(rows, i))
 
 
+def _report_onset(
+    ctx: Context,
+    iso: dict[str, Any],
+    out: dict[str, Any],
+    evs: list[Event],
+    *,
+    clean_before: int,
+    title: str,
+    detail: str,
+    confidence: float,
+) -> None:
+    """``isolation.numerics`` and the ``nan_onset`` finding, with the last checkpoint saved
+    before ``clean_before`` (the spike, else the first non-finite step) to restart from."""
+    ckpts = [
+        e
+        for e in ctx.kinds(*CHECKPOINT_KINDS)
+        if isinstance(e.fields.get("step"), int) and e.fields["step"] < clean_before
+    ]
+    if ckpts:
+        last = max(ckpts, key=lambda e: (e.fields["step"], e.kind == "checkpoint_saved"))
+        out["last_clean_checkpoint_step"] = last.fields["step"]
+        evs.append(last)
+    iso["numerics"] = out
+    ck = (
+        f"; last clean checkpoint: step {out['last_clean_checkpoint_step']}"
+        if "last_clean_checkpoint_step" in out
+        else f"; restart from a checkpoint before step {clean_before}"
+    )
+    ctx.add_finding(
+        phase="isolation",
+        kind="nan_onset",
+        title=f"{title}{ck}",
+        detail=detail,
+        confidence=confidence,
+        evidence_events=evs,
+        category="NUMERICAL",
+        **{k: v for k, v in out.items() if k != "file"},
+    )
+
+
 class NumericsAnalyzer:
     name = "numerics"
     phase = "isolation"
     order = 63
+    reads = ("results", "events")
+    writes = (
+        "doc.isolation.numerics",
+        "doc.isolation.loss",
+        "doc.isolation.step_time",
+        "doc.isolation.pipeline_bubble",
+        "findings",
+    )
 
     def run(self, ctx: Context) -> None:
         iso = ctx.doc.setdefault("isolation", {})
@@ -125,33 +174,17 @@ class NumericsAnalyzer:
                         )
                         spike_txt = f"; grad norm spiked to {gv[j]:.3g} (median {base:.3g}) at step {int(gs[j])}"
                         break
-        ckpts = [
-            e
-            for e in ctx.kinds(*CHECKPOINT_KINDS)
-            if isinstance(e.fields.get("step"), int) and e.fields["step"] < nan_step
-        ]
         spike = out.get("grad_norm_spike_step")
-        clean = [e for e in ckpts if spike is None or e.fields["step"] < spike]
-        if clean:
-            last = max(clean, key=lambda e: e.fields["step"])
-            out["last_clean_checkpoint_step"] = last.fields["step"]
-            evs.append(last)
-        iso["numerics"] = out
-        ck = (
-            f"; last clean checkpoint: step {out['last_clean_checkpoint_step']}"
-            if "last_clean_checkpoint_step" in out
-            else f"; restart from a checkpoint before step {spike or nan_step}"
-        )
-        ctx.add_finding(
-            phase="isolation",
-            kind="nan_onset",
-            title=f"First non-finite loss at step {nan_step}{spike_txt}{ck}",
+        _report_onset(
+            ctx,
+            iso,
+            out,
+            evs,
+            clean_before=spike or nan_step,
+            title=f"First non-finite loss at step {nan_step}{spike_txt}",
             detail="Restart from the last checkpoint before the spike with a lower learning rate or tighter gradient "
             "clipping, and inspect the data of the spike step.",
             confidence=0.8,
-            evidence_events=evs,
-            category="NUMERICAL",
-            **{k: v for k, v in out.items() if k != "file"},
         )
 
     def _nan_from_logs(self, ctx: Context, iso: dict[str, Any]) -> None:
@@ -163,32 +196,16 @@ class NumericsAnalyzer:
         first = min(nans, key=lambda e: (e.fields["step"], e.file, e.line))
         nan_step = first.fields["step"]
         out: dict[str, Any] = {"first_nonfinite_step": nan_step, "file": first.file}
-        evs = [first]
-        ckpts = [
-            e
-            for e in ctx.kinds(*CHECKPOINT_KINDS)
-            if isinstance(e.fields.get("step"), int) and e.fields["step"] < nan_step
-        ]
-        if ckpts:
-            last = max(ckpts, key=lambda e: (e.fields["step"], e.kind == "checkpoint_saved"))
-            out["last_clean_checkpoint_step"] = last.fields["step"]
-            evs.append(last)
-        iso["numerics"] = out
-        ck = (
-            f"; last clean checkpoint: step {out['last_clean_checkpoint_step']}"
-            if "last_clean_checkpoint_step" in out
-            else f"; restart from a checkpoint before step {nan_step}"
-        )
-        ctx.add_finding(
-            phase="isolation",
-            kind="nan_onset",
-            title=f"First non-finite loss at step {nan_step}{ck}",
+        _report_onset(
+            ctx,
+            iso,
+            out,
+            [first],
+            clean_before=nan_step,
+            title=f"First non-finite loss at step {nan_step}",
             detail="Restart from the last checkpoint before it with a lower learning rate or tighter "
             "gradient clipping, and inspect the data of that step.",
             confidence=0.75,
-            evidence_events=evs,
-            category="NUMERICAL",
-            **{k: v for k, v in out.items() if k != "file"},
         )
 
     def _stall(self, ctx: Context, name: str, m: Any, iso: dict[str, Any]) -> None:

@@ -15,8 +15,8 @@ ones. A tie, or no majority, names nobody ("the ranks disagree" is reported with
 culprit). A setting only some processes print is not a difference (NCCL prints most
 ``set by environment`` lines on every rank, but not all on all versions).
 
-Writes ``ctx.facts["odd_one_out"]`` (a list of ``{attribute, ranks, procs, value,
-majority, majority_count, reporting}``) and ``doc["localization"]["odd_one_out"]``.
+Writes ``ctx.facts.odd_one_out`` (a list of ``{attribute, ranks, procs, value,
+majority, majority_count, reporting}``), which becomes ``localization.odd_one_out``.
 A collective that differs on a minority narrows the ``collective_mismatch`` causes to
 those ranks (``cause["ranks"]``, read by the verdict) or, without such a message, adds
 a SOFTWARE cause on them. A different NCCL version is a SOFTWARE cause (0.6).
@@ -58,16 +58,15 @@ class OddOneOutAnalyzer:
     name = "odd_one_out"
     phase = "localization"
     order = 34
+    reads = ("results", "events", "facts.nccl", "facts.rank_host", "facts.causes")
+    writes = ("facts.odd_one_out", "facts.causes", "findings")
 
     def run(self, ctx: Context) -> None:
         out: list[dict[str, Any]] = []
         self._collectives(ctx, out)
         self._banners(ctx, out)
         if out:
-            ctx.facts["odd_one_out"] = out
-            ctx.doc["localization"]["odd_one_out"] = [
-                {k: v for k, v in o.items() if not k.startswith("_")} for o in out
-            ]
+            ctx.facts.odd_one_out = out
 
     # -- collectives -----------------------------------------------------------------
     def _collectives(self, ctx: Context, out: list[dict[str, Any]]) -> None:
@@ -86,7 +85,7 @@ class OddOneOutAnalyzer:
             self._blame(ctx, out, "collective", odd, fps, top, n, ev_of, "collective_mismatch")
             return
         # the watchdog's work of each rank in the same group and sequence number
-        rows = (ctx.facts.get("nccl") or {}).get("rows") or []
+        rows = ctx.facts.nccl.get("rows") or []
         by_seq: dict[tuple[Any, Any], dict[int, tuple[Any, ...]]] = {}
         evs: dict[int, Event] = {}
         for row in rows:
@@ -131,7 +130,7 @@ class OddOneOutAnalyzer:
         ev_of: dict[int, Event],
         cause_kind: str | None,
     ) -> None:
-        rank_host = ctx.facts.get("rank_host", {})
+        rank_host = ctx.facts.rank_host
         item = {
             "attribute": what,
             "ranks": odd,
@@ -158,7 +157,7 @@ class OddOneOutAnalyzer:
             evidence_events=evidence,
             category="SOFTWARE",
         )
-        causes = ctx.facts.setdefault("causes", [])
+        causes = ctx.facts.causes
         narrowed = False
         for c in causes:
             if cause_kind and c["event"].kind == cause_kind:
@@ -194,7 +193,7 @@ class OddOneOutAnalyzer:
         if len(procs) < 3:
             return
         attrs = sorted({a for v in procs.values() for a in v if not a.startswith("_")})
-        rank_host = ctx.facts.get("rank_host", {})
+        rank_host = ctx.facts.rank_host
         for attr in attrs:
             vals = {p: v[attr][0] for p, v in procs.items() if attr in v}
             got = minority(vals)
@@ -263,7 +262,7 @@ class OddOneOutAnalyzer:
                 for k in ("watchdog_timeout", "watchdog_failure", "nccl_error", "async_exception")
             )
             if attr == "nccl_version" and failed:
-                ctx.facts.setdefault("causes", []).append(
+                ctx.facts.causes.append(
                     {
                         "category": "SOFTWARE",
                         "strength": 0.6,

@@ -1,10 +1,8 @@
 """Numbers the post-mortem's cost model reads from the triage document (docs/postmortems.md).
 
-Added only when known (never renames existing keys):
-- ``job.last_step``: the highest step any rank logged (log head/tail facts, metrics rows);
-- ``job.last_checkpoint_step``: the last checkpoint saved at or before it (checkpoint events
-  with a step);
-- ``metrics.step_time`` (median seconds per step over the run), ``metrics.baseline_step_time``
+Writes the ``metrics`` section: ``files`` (what fed each measure, from the slowdown
+analyzer's ``ctx.facts.metric_sources``) and, only when known,
+``metrics.step_time`` (median seconds per step over the run), ``metrics.baseline_step_time``
   (median over the run's 10-30 % after warm-up), ``metrics.baseline_throughput`` and
   ``metrics.degraded_throughput`` (same window vs the last 20 % of steps; throughput as the
   files give it, per step the median across ranks).
@@ -18,8 +16,6 @@ import numpy as np
 
 from . import Context, register_analyzer
 from ._rc import metrics_files
-
-SAVED = ("checkpoint_saved", "checkpoint_save")
 
 
 def _per_step(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -49,18 +45,17 @@ class PostmortemInputsAnalyzer:
     name = "postmortem_inputs"
     phase = "resolution"
     order = 97
+    reads = ("results", "facts.metric_sources")
+    writes = ("doc.metrics",)
 
     def run(self, ctx: Context) -> None:
-        job = ctx.doc["job"]
         metrics: dict[str, Any] = {}
-        last = ctx.facts.get("last_step")
+        if ctx.facts.metric_sources:
+            metrics["files"] = ctx.facts.metric_sources
         for _, m in metrics_files(ctx):
             if not m.has("step"):
                 continue
             steps = m.numpy("step").astype(float)
-            if steps.size and not np.all(np.isnan(steps)):
-                top = int(np.nanmax(steps))
-                last = top if last is None else max(last, top)
             for col, key in (("step_time", "step_time"), ("throughput", "throughput")):
                 if not m.has(col) or key in metrics:
                     continue
@@ -77,17 +72,8 @@ class PostmortemInputsAnalyzer:
                     if w is not None:
                         metrics["baseline_throughput"] = round(float(np.median(w[0])), 6)
                         metrics["degraded_throughput"] = round(float(np.median(w[1])), 6)
-        if last is not None:
-            job["last_step"] = int(last)
-        ckpts = [
-            e.fields["step"]
-            for e in ctx.kinds(*SAVED)
-            if isinstance(e.fields.get("step"), int) and (last is None or e.fields["step"] <= last)
-        ]
-        if ckpts:
-            job["last_checkpoint_step"] = max(ckpts)
         if metrics:
-            ctx.doc.setdefault("metrics", {}).update(metrics)
+            ctx.doc["metrics"] = metrics
 
 
 register_analyzer(PostmortemInputsAnalyzer())

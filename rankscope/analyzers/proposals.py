@@ -10,8 +10,10 @@ same input proposes the same ids.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from ..document import read_document
 from . import Context, register_analyzer
 
 FIXES: dict[str, list[tuple[str, str, str]]] = {
@@ -216,10 +218,260 @@ def _refs(findings: list[dict[str, Any]], n: int = 3) -> list[dict[str, Any]]:
     return out
 
 
+@dataclass
+class _Seen:
+    """What the hypotheses are drawn from: the verdict's category and culprits, the findings
+    by category and kind, the slow and healthy hosts, the stragglers, the chain's trigger."""
+
+    ctx: Context
+    cat: str
+    hosts: list[str]
+    ranks: list[int]
+    by_cat: dict[str, list[dict[str, Any]]]
+    kinds: dict[str, dict[str, Any]]
+    slow_hosts: list[str]
+    control: list[str]
+    stragglers: list[int]
+    chain_refs: list[dict[str, Any]]
+
+    @classmethod
+    def of(cls, ctx: Context, cat: str) -> _Seen:
+        doc = read_document(ctx.doc)
+        loc, job = doc.localization, doc.job
+        hosts = list(loc.get("culprit_hosts") or [])
+        by_cat: dict[str, list[dict[str, Any]]] = {}
+        for f in ctx.findings:
+            c = f.get("category")
+            if c:
+                by_cat.setdefault(c, []).append(f)
+        slow_hosts = sorted(
+            {
+                h
+                for f in ctx.findings
+                if f["kind"].startswith(("isolated_comm", "nccl_tests_slow", "slow_network"))
+                for h in f["hosts"]
+            }
+        )
+        all_hosts = sorted(job.get("hosts") or {})
+        return cls(
+            ctx=ctx,
+            cat=cat,
+            hosts=hosts,
+            ranks=list(loc.get("culprit_ranks") or []),
+            by_cat=by_cat,
+            kinds={f["kind"]: f for f in ctx.findings},
+            slow_hosts=slow_hosts,
+            control=[h for h in all_hosts if h not in set(slow_hosts) | set(hosts)][:2],
+            stragglers=list(loc.get("straggler_ranks") or []),
+            chain_refs=[
+                step["evidence"][0]
+                for step in (doc.root_cause.get("chain") or [])[:1]
+                if step.get("evidence")
+            ],
+        )
+
+    @property
+    def findings(self) -> list[dict[str, Any]]:
+        return self.ctx.findings
+
+
+def _hypothesis(
+    category: str,
+    title: str,
+    description: str,
+    expected: str,
+    test: str,
+    conf: float,
+    supporting: list[dict[str, Any]],
+    refuting: list[dict[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "id": f"hyp-{_slug(category)}-{_slug(title)[:40]}",
+        "title": title,
+        "description": description,
+        "expected_if_true": expected,
+        "test": test,
+        "category": category,
+        "confidence": round(conf, 2),
+        "supporting": supporting[:5],
+        "refuting": refuting[:5],
+    }
+
+
+def _network(s: _Seen) -> dict[str, Any] | None:
+    if not (s.cat == "NETWORK" or s.slow_hosts or "nccl_tests_slow_group" in s.kinds):
+        return None
+    nodes = ",".join((s.slow_hosts or s.hosts)[:4]) or "<suspect nodes>"
+    ctrl = ",".join(s.control) or "<healthy nodes>"
+    refute = (
+        _refs([f for f in s.findings if f["kind"] in ("straggler_rank", "nccl_straggler")])
+        if s.stragglers
+        else []
+    )
+    return _hypothesis(
+        "NETWORK",
+        f"Degraded inter-node links on {nodes}",
+        "Communication on these nodes is slower (or fails) while compute is equal: a link, NIC or switch port problem.",
+        "nccl-tests busbw across these nodes well below the control group and the fabric's expected bandwidth; intra-node busbw normal.",
+        f"srun -w {nodes} --ntasks-per-node=8 ./build/all_reduce_perf -b 1G -e 1G -f 2 -g 1 ; compare with the same on {ctrl}; "
+        "then ibdiagnet / perfquery on their ports",
+        0.75 if s.slow_hosts else 0.5,
+        _refs(s.by_cat.get("NETWORK", [])) or s.chain_refs,
+        refute,
+    )
+
+
+def _hardware(s: _Seen) -> dict[str, Any] | None:
+    if not (s.cat == "HARDWARE" or s.by_cat.get("HARDWARE")):
+        return None
+    hw = sorted({h for f in s.by_cat.get("HARDWARE", []) for h in f["hosts"]}) or s.hosts
+    node = ",".join(hw[:3]) or "<node>"
+    return _hypothesis(
+        "HARDWARE",
+        f"Faulty GPU on {node}",
+        "A GPU (memory, NVLink, bus) on this node fails; the other ranks only echo it.",
+        "GPU diagnostics fail on this node; the job runs when the node is excluded.",
+        f"dcgmi diag -r 3 on {node}; rerun with sbatch --exclude={node}",
+        0.8 if s.by_cat.get("HARDWARE") else 0.5,
+        _refs(s.by_cat.get("HARDWARE", [])) or s.chain_refs,
+        [],
+    )
+
+
+def _oom(s: _Seen) -> dict[str, Any] | None:
+    if not (
+        s.cat == "OOM"
+        or any(f["kind"].startswith("memory_") for f in s.findings)
+        or s.ctx.by_kind.get("cuda_oom")
+    ):
+        return None
+    mem = [
+        f
+        for f in s.findings
+        if f.get("category") == "OOM"
+        or f["kind"] in ("cuda_oom", "memory_staircase", "memory_slope")
+    ]
+    leak = any(f["kind"] == "memory_staircase" for f in s.findings)
+    return _hypothesis(
+        "OOM",
+        "Per-GPU memory exceeds capacity"
+        + (" because of a leak" if leak else " at this micro-batch"),
+        "Memory on the failing rank(s) reaches the GPU's capacity"
+        + (" stepwise (a leak)" if leak else "")
+        + ".",
+        "Halving the micro-batch (or fixing the leak) removes the OOM; peak memory scales with the micro-batch.",
+        "Rerun from the last checkpoint with micro_batch_size halved (gradient accumulation x 2); record torch.cuda.max_memory_allocated per step",
+        0.8 if s.cat == "OOM" else 0.5,
+        _refs(mem) or s.chain_refs,
+        [],
+    )
+
+
+def _data(s: _Seen) -> dict[str, Any] | None:
+    if not (s.cat == "DATA" or s.stragglers):
+        return None
+    r = ",".join(map(str, (s.stragglers or s.ranks)[:3])) or "<rank>"
+    return _hypothesis(
+        "DATA",
+        f"Rank {r} stalled in data loading",
+        "One rank stopped in its data pipeline (a read without timeout) and never joined the collective.",
+        "That rank's flight-recorder state shows last enqueued = last completed; its last lines are data/storage reads; a py-spy dump shows it in the loader.",
+        f"Replay rank {r}'s shard alone with a read timeout and timing per sample; next run: py-spy dump the rank that stops advancing",
+        0.75 if s.cat == "DATA" else 0.5,
+        _refs(s.by_cat.get("DATA", [])) or s.chain_refs,
+        _refs([f for f in s.findings if f.get("category") == "NETWORK"]),
+    )
+
+
+def _storage(s: _Seen) -> dict[str, Any] | None:
+    if not (s.cat == "STORAGE_IO" or s.by_cat.get("STORAGE_IO") or s.ctx.doc.get("storage")):
+        return None
+    st = [
+        f
+        for f in s.findings
+        if f["kind"].startswith("storage") or f.get("category") == "STORAGE_IO"
+    ]
+    return _hypothesis(
+        "STORAGE_IO",
+        "Storage targets under pressure lost objects of batch GETs",
+        "Target-side resource pressure broke inter-target streams; batches came back short and the client loader failed.",
+        "Target error counters (err.get.n, batch errors) jump in the failure window; pressure/broken-pipe lines precede the client errors.",
+        "Compare target stats before/after the window; rerun the loader against the same shards with the pressured targets relieved (or excluded)",
+        0.8 if s.cat == "STORAGE_IO" else 0.45,
+        _refs(st) or s.chain_refs,
+        _refs([f for f in s.findings if f["kind"] == "retry_noise"]),
+    )
+
+
+def _numerical(s: _Seen) -> dict[str, Any] | None:
+    if not (s.cat == "NUMERICAL" or s.by_cat.get("NUMERICAL")):
+        return None
+    num = s.by_cat.get("NUMERICAL", [])
+    step = next(
+        (f.get("first_nonfinite_step") for f in num if f.get("first_nonfinite_step") is not None),
+        None,
+    )
+    return _hypothesis(
+        "NUMERICAL",
+        "Learning rate too high for this batch / a bad batch"
+        + (f" near step {step}" if step else ""),
+        "The update blew up: a grad-norm spike, then NaN/Inf.",
+        "Restarting from the last clean checkpoint with a lower LR (or skipping that batch) passes the step.",
+        "Restart from the last checkpoint before the spike with LR x 0.5; then, separately, with the original LR but the spike step's batch skipped",
+        0.75 if s.cat == "NUMERICAL" else 0.45,
+        _refs(num) or s.chain_refs,
+        [],
+    )
+
+
+def _software(s: _Seen) -> dict[str, Any] | None:
+    if s.cat != "SOFTWARE":
+        return None
+    return _hypothesis(
+        "SOFTWARE",
+        "A code path differs between ranks or fails on one rank",
+        "The first exception names the failing code.",
+        "The same traceback reproduces at small scale.",
+        "Rerun at 2 nodes with TORCH_DISTRIBUTED_DEBUG=DETAIL and the same config",
+        0.6,
+        s.chain_refs,
+        [],
+    )
+
+
+def _infra(s: _Seen) -> dict[str, Any] | None:
+    if s.cat != "INFRA":
+        return None
+    return _hypothesis(
+        "INFRA",
+        "The scheduler or a node ended the job",
+        "Not a training failure.",
+        "SLURM records show the cancel/node failure.",
+        "sacct -j <job> --format=JobID,State,ExitCode,NodeList; scontrol show node <node>",
+        0.7,
+        s.chain_refs,
+        [],
+    )
+
+
+# One rule per category, each proposing its hypothesis when the evidence points there;
+# the verdict's own category is sorted first.
+HYPOTHESES = (_network, _hardware, _oom, _data, _storage, _numerical, _software, _infra)
+
+
 class ProposalsAnalyzer:
     name = "proposals"
     phase = "resolution"
     order = 99
+    reads = (
+        "findings",
+        "doc.triage",
+        "doc.root_cause",
+        "doc.localization",
+        "doc.job",
+        "doc.storage",
+    )
+    writes = ("doc.proposals",)
 
     def run(self, ctx: Context) -> None:
         doc = ctx.doc
@@ -274,202 +526,20 @@ class ProposalsAnalyzer:
 
     # -- hypotheses ----------------------------------------------------------
     def _hypotheses(self, ctx: Context, cat: str) -> list[dict[str, Any]]:
-        doc = ctx.doc
-        loc = doc.get("localization", {})
-        job = doc.get("job", {})
-        hosts = list(loc.get("culprit_hosts") or [])
-        ranks = list(loc.get("culprit_ranks") or [])
-        by_cat: dict[str, list[dict[str, Any]]] = {}
-        for f in ctx.findings:
-            c = f.get("category")
-            if c:
-                by_cat.setdefault(c, []).append(f)
-        kinds = {f["kind"]: f for f in ctx.findings}
-        slow_hosts = sorted(
-            {
-                h
-                for f in ctx.findings
-                if f["kind"].startswith(("isolated_comm", "nccl_tests_slow", "slow_network"))
-                for h in f["hosts"]
-            }
-        )
-        all_hosts = sorted(job.get("hosts", {}))
-        control = [h for h in all_hosts if h not in set(slow_hosts) | set(hosts)][:2]
-        stragglers = loc.get("straggler_ranks") or []
-        out: list[dict[str, Any]] = []
-
-        def add(
-            category: str,
-            title: str,
-            description: str,
-            expected: str,
-            test: str,
-            conf: float,
-            supporting: list[dict[str, Any]],
-            refuting: list[dict[str, Any]],
-        ) -> None:
-            out.append(
-                {
-                    "id": f"hyp-{_slug(category)}-{_slug(title)[:40]}",
-                    "title": title,
-                    "description": description,
-                    "expected_if_true": expected,
-                    "test": test,
-                    "category": category,
-                    "confidence": round(conf, 2),
-                    "supporting": supporting[:5],
-                    "refuting": refuting[:5],
-                }
-            )
-
-        chain_refs = [
-            s["evidence"][0]
-            for s in (doc.get("root_cause", {}).get("chain") or [])[:1]
-            if s.get("evidence")
-        ]
-        net_hosts = slow_hosts or hosts
-        if cat == "NETWORK" or slow_hosts or "nccl_tests_slow_group" in kinds:
-            nodes = ",".join(net_hosts[:4]) or "<suspect nodes>"
-            ctrl = ",".join(control) or "<healthy nodes>"
-            refute = (
-                _refs(
-                    [f for f in ctx.findings if f["kind"] in ("straggler_rank", "nccl_straggler")]
-                )
-                if stragglers
-                else []
-            )
-            add(
-                "NETWORK",
-                f"Degraded inter-node links on {nodes}",
-                "Communication on these nodes is slower (or fails) while compute is equal: a link, NIC or switch port problem.",
-                "nccl-tests busbw across these nodes well below the control group and the fabric's expected bandwidth; intra-node busbw normal.",
-                f"srun -w {nodes} --ntasks-per-node=8 ./build/all_reduce_perf -b 1G -e 1G -f 2 -g 1 ; compare with the same on {ctrl}; "
-                "then ibdiagnet / perfquery on their ports",
-                0.75 if slow_hosts else 0.5,
-                _refs(by_cat.get("NETWORK", [])) or chain_refs,
-                refute,
-            )
-        if cat == "HARDWARE" or by_cat.get("HARDWARE"):
-            hw = sorted({h for f in by_cat.get("HARDWARE", []) for h in f["hosts"]}) or hosts
-            node = ",".join(hw[:3]) or "<node>"
-            add(
-                "HARDWARE",
-                f"Faulty GPU on {node}",
-                "A GPU (memory, NVLink, bus) on this node fails; the other ranks only echo it.",
-                "GPU diagnostics fail on this node; the job runs when the node is excluded.",
-                f"dcgmi diag -r 3 on {node}; rerun with sbatch --exclude={node}",
-                0.8 if by_cat.get("HARDWARE") else 0.5,
-                _refs(by_cat.get("HARDWARE", [])) or chain_refs,
-                [],
-            )
-        if (
-            cat == "OOM"
-            or any(f["kind"].startswith("memory_") for f in ctx.findings)
-            or ctx.by_kind.get("cuda_oom")
-        ):
-            mem = [
-                f
-                for f in ctx.findings
-                if f.get("category") == "OOM"
-                or f["kind"] in ("cuda_oom", "memory_staircase", "memory_slope")
-            ]
-            leak = any(f["kind"] == "memory_staircase" for f in ctx.findings)
-            add(
-                "OOM",
-                "Per-GPU memory exceeds capacity"
-                + (" because of a leak" if leak else " at this micro-batch"),
-                "Memory on the failing rank(s) reaches the GPU's capacity"
-                + (" stepwise (a leak)" if leak else "")
-                + ".",
-                "Halving the micro-batch (or fixing the leak) removes the OOM; peak memory scales with the micro-batch.",
-                "Rerun from the last checkpoint with micro_batch_size halved (gradient accumulation x 2); record torch.cuda.max_memory_allocated per step",
-                0.8 if cat == "OOM" else 0.5,
-                _refs(mem) or chain_refs,
-                [],
-            )
-        if cat == "DATA" or stragglers:
-            r = ",".join(map(str, (stragglers or ranks)[:3])) or "<rank>"
-            net = _refs([f for f in ctx.findings if f.get("category") == "NETWORK"])
-            add(
-                "DATA",
-                f"Rank {r} stalled in data loading",
-                "One rank stopped in its data pipeline (a read without timeout) and never joined the collective.",
-                "That rank's flight-recorder state shows last enqueued = last completed; its last lines are data/storage reads; a py-spy dump shows it in the loader.",
-                f"Replay rank {r}'s shard alone with a read timeout and timing per sample; next run: py-spy dump the rank that stops advancing",
-                0.75 if cat == "DATA" else 0.5,
-                _refs(by_cat.get("DATA", [])) or chain_refs,
-                net,
-            )
-        if cat == "STORAGE_IO" or by_cat.get("STORAGE_IO") or ctx.doc.get("storage"):
-            st = [
-                f
-                for f in ctx.findings
-                if f["kind"].startswith("storage") or f.get("category") == "STORAGE_IO"
-            ]
-            noise = [f for f in ctx.findings if f["kind"] == "retry_noise"]
-            add(
-                "STORAGE_IO",
-                "Storage targets under pressure lost objects of batch GETs",
-                "Target-side resource pressure broke inter-target streams; batches came back short and the client loader failed.",
-                "Target error counters (err.get.n, batch errors) jump in the failure window; pressure/broken-pipe lines precede the client errors.",
-                "Compare target stats before/after the window; rerun the loader against the same shards with the pressured targets relieved (or excluded)",
-                0.8 if cat == "STORAGE_IO" else 0.45,
-                _refs(st) or chain_refs,
-                _refs(noise),
-            )
-        if cat == "NUMERICAL" or by_cat.get("NUMERICAL"):
-            num = by_cat.get("NUMERICAL", [])
-            step = next(
-                (
-                    f.get("first_nonfinite_step")
-                    for f in num
-                    if f.get("first_nonfinite_step") is not None
-                ),
-                None,
-            )
-            add(
-                "NUMERICAL",
-                "Learning rate too high for this batch / a bad batch"
-                + (f" near step {step}" if step else ""),
-                "The update blew up: a grad-norm spike, then NaN/Inf.",
-                "Restarting from the last clean checkpoint with a lower LR (or skipping that batch) passes the step.",
-                "Restart from the last checkpoint before the spike with LR x 0.5; then, separately, with the original LR but the spike step's batch skipped",
-                0.75 if cat == "NUMERICAL" else 0.45,
-                _refs(num) or chain_refs,
-                [],
-            )
-        if cat == "SOFTWARE":
-            add(
-                "SOFTWARE",
-                "A code path differs between ranks or fails on one rank",
-                "The first exception names the failing code.",
-                "The same traceback reproduces at small scale.",
-                "Rerun at 2 nodes with TORCH_DISTRIBUTED_DEBUG=DETAIL and the same config",
-                0.6,
-                chain_refs,
-                [],
-            )
-        if cat == "INFRA":
-            add(
-                "INFRA",
-                "The scheduler or a node ended the job",
-                "Not a training failure.",
-                "SLURM records show the cancel/node failure.",
-                "sacct -j <job> --format=JobID,State,ExitCode,NodeList; scontrol show node <node>",
-                0.7,
-                chain_refs,
-                [],
-            )
+        seen = _Seen.of(ctx, cat)
+        out = [h for rule in HYPOTHESES if (h := rule(seen)) is not None]
         if not out:
-            add(
-                cat,
-                "Cause not visible in these logs",
-                "No recognised trigger.",
-                "More instrumentation shows the first failing rank.",
-                "Rerun with NCCL_DEBUG=INFO, TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and py-spy dumps on hang",
-                0.3,
-                _refs(ctx.findings),
-                [],
+            out.append(
+                _hypothesis(
+                    cat,
+                    "Cause not visible in these logs",
+                    "No recognised trigger.",
+                    "More instrumentation shows the first failing rank.",
+                    "Rerun with NCCL_DEBUG=INFO, TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and py-spy dumps on hang",
+                    0.3,
+                    _refs(ctx.findings),
+                    [],
+                )
             )
         repeat = [f for f in ctx.findings if f["kind"] == "repeat_offender"]
         for h in out:

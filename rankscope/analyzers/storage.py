@@ -9,18 +9,19 @@ Clock alignment: AIS daemons log in their own zone (the ``… UTC =====``
 markers say which); worker logs rarely say. The anchor both sides saw is the
 job's death: on the AIS side, the moment the targets' ``get.n`` counter stops
 growing. An offset near a whole number of half-hours (±10 min) is a timezone
-difference and is applied to every AIS time (``ctx.facts["clock_offsets"]``,
+difference and is applied to every AIS time (``ctx.facts.clock_offsets``,
 used by the chain analyzer); a smaller one is reported as skew only.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..model import Event
+from ..times import iso_out, shift_iso, to_dt
 from . import Context, register_analyzer
-from ._rc import iso_out, job_death, shift_iso, to_dt
+from ._rc import job_death
 
 CHAIN = (
     ("ais_pressure", "storage target under resource pressure"),
@@ -51,10 +52,25 @@ def _counter_event(r: Any, s: dict[str, Any], kind: str = "ais_stats") -> Event:
     )
 
 
+class _Window:
+    """Whether a time falls in the failure window, with some slack (seconds) each side."""
+
+    def __init__(self, start: datetime, end: datetime) -> None:
+        self.start, self.end = start, end
+
+    def __call__(self, t: str | None, slack: float = 300) -> bool:
+        d = to_dt(t)
+        return d is not None and self.start - timedelta(seconds=slack) <= d <= self.end + timedelta(
+            seconds=slack
+        )
+
+
 class StorageAnalyzer:
     name = "storage"
     phase = "isolation"
     order = 60
+    reads = ("results", "events")
+    writes = ("doc.storage", "facts.clock_offsets", "facts.storage_chain", "findings")
 
     def run(self, ctx: Context) -> None:
         ais = _ais_results(ctx)
@@ -64,10 +80,47 @@ class StorageAnalyzer:
         out: dict[str, Any] = {"daemons": {}, "offset_seconds": 0.0, "window": None, "chain": []}
         ctx.doc["storage"] = out
         death = job_death(ctx)
+        offset = out["offset_seconds"] = self._align_clocks(ctx, ais, death)
+        window = self._window(ctx, ais, death)
+        if window is None:
+            return
+        start, end = window
+        out["window"] = {"start": iso_out(start), "end": iso_out(end)}
+        inside = _Window(start, end)
+        by_daemon: dict[str, list[Any]] = {}
+        for r in ais:
+            by_daemon.setdefault(r.facts["aistore"]["daemon"], []).append(r)
+        for daemon, files in sorted(by_daemon.items()):
+            out["daemons"][daemon] = self._daemon(ctx, daemon, files, offset, inside)
+        self._restarts(ctx, ais, inside)
+        # error / warning lines in the window and the chain
+        evs = sorted(
+            (
+                e
+                for r in ais
+                for e in r.events
+                if e.kind.startswith("ais_") and e.kind != "ais_restart" and inside(e.time)
+            ),
+            key=lambda e: (to_dt(e.time), e.file, e.line),
+        )
+        counts: dict[str, int] = {}
+        for e in evs:
+            counts[e.kind] = counts.get(e.kind, 0) + 1
+        out["window_counts"] = counts
+        chain, client = self._chain(ctx, ais, evs, inside)
+        out["chain"] = [
+            {"step": label, "time": e.time, "daemon": e.host, "file": e.file, "line": e.line}
+            for label, e in chain
+        ]
+        ctx.facts.storage_chain = chain
+        self._report(ctx, chain, client, evs, counts)
+        self._retries(ctx, ais, evs)
+
+    def _align_clocks(self, ctx: Context, ais: list[Any], death: Event | None) -> float:
+        """Shift every AIS time by the timezone offset to the workers' clock; the offset."""
         offset, anchor = self._offset(ctx, ais, death)
-        out["offset_seconds"] = offset
         if offset:
-            ctx.facts.setdefault("clock_offsets", {}).update({r.name: offset for r in ais})
+            ctx.facts.clock_offsets.update({r.name: offset for r in ais})
             for r in ais:
                 for e in r.events:
                     e.time = shift_iso(e.time, offset)
@@ -82,7 +135,14 @@ class StorageAnalyzer:
                 evidence_events=ev,
                 offset_seconds=offset,
             )
-        # failure window (worker clock)
+        return offset
+
+    @staticmethod
+    def _window(
+        ctx: Context, ais: list[Any], death: Event | None
+    ) -> tuple[datetime, datetime] | None:
+        """The failure window on the worker clock: first client symptom (or hung collective's
+        start, or an hour before) to the job's death (or the last AIS line)."""
         end = to_dt(death.time) if death else None
         starts = [
             to_dt(e.time)
@@ -104,69 +164,66 @@ class StorageAnalyzer:
             ais_times = [t for t in ais_times if t]
             end = max(ais_times) if ais_times else None
         if end is None:
-            return
+            return None
         start = min(starts) if starts else end - timedelta(hours=1)
-        start = min(start, end - timedelta(minutes=5))
-        out["window"] = {"start": iso_out(start), "end": iso_out(end)}
+        return min(start, end - timedelta(minutes=5)), end
 
-        def inside(t: str | None, slack: float = 300) -> bool:
-            d = to_dt(t)
-            return d is not None and start - timedelta(seconds=slack) <= d <= end + timedelta(
-                seconds=slack
+    def _daemon(
+        self, ctx: Context, daemon: str, files: list[Any], offset: float, inside: _Window
+    ) -> dict[str, Any]:
+        """One daemon's file time ranges, its restarts in the window and its counter deltas."""
+        files.sort(
+            key=lambda r: (
+                r.facts["aistore"].get("file_start") or r.facts["aistore"].get("first_time") or ""
             )
+        )
+        ranges = []
+        for i, r in enumerate(files):
+            a = r.facts["aistore"]
+            s0 = shift_iso(a.get("file_start") or a.get("first_time"), offset)
+            nxt = files[i + 1].facts["aistore"] if i + 1 < len(files) else None
+            e0 = shift_iso(
+                (nxt.get("file_start") or nxt.get("first_time")) if nxt else a.get("last_time"),
+                offset,
+            )
+            ranges.append(
+                {
+                    "file": r.name,
+                    "start": s0,
+                    "end": e0,
+                    "covers_window": bool(
+                        to_dt(s0)
+                        and to_dt(e0)
+                        and to_dt(s0) <= inside.end
+                        and to_dt(e0) >= inside.start
+                    ),
+                }
+            )
+            if i > 0 and inside(s0, 0):
+                ev = next((e for e in r.events if e.kind == "ais_restart"), None) or Event(
+                    kind="ais_restart", line=1, text="", file=r.name, time=s0
+                )
+                if not ev.text:
+                    continue
+                ctx.add_finding(
+                    phase="isolation",
+                    kind="storage_restart",
+                    title=f"{daemon} restarted inside the failure window",
+                    detail=f"A new log file starts at {s0}; a daemon restart during the failure window is itself significant.",
+                    confidence=0.7,
+                    hosts=[daemon],
+                    evidence_events=[ev],
+                )
+        deltas = self._deltas(ctx, files, offset, inside.start, inside.end)
+        return {
+            "role": files[0].facts["aistore"]["role"],
+            "files": ranges,
+            "deltas": deltas["deltas"],
+        }
 
-        # per-daemon file ranges, restarts, counter deltas
-        by_daemon: dict[str, list[Any]] = {}
-        for r in ais:
-            by_daemon.setdefault(r.facts["aistore"]["daemon"], []).append(r)
-        for daemon, files in sorted(by_daemon.items()):
-            files.sort(
-                key=lambda r: (
-                    r.facts["aistore"].get("file_start")
-                    or r.facts["aistore"].get("first_time")
-                    or ""
-                )
-            )
-            ranges = []
-            for i, r in enumerate(files):
-                a = r.facts["aistore"]
-                s0 = shift_iso(a.get("file_start") or a.get("first_time"), offset)
-                nxt = files[i + 1].facts["aistore"] if i + 1 < len(files) else None
-                e0 = shift_iso(
-                    (nxt.get("file_start") or nxt.get("first_time")) if nxt else a.get("last_time"),
-                    offset,
-                )
-                ranges.append(
-                    {
-                        "file": r.name,
-                        "start": s0,
-                        "end": e0,
-                        "covers_window": bool(
-                            to_dt(s0) and to_dt(e0) and to_dt(s0) <= end and to_dt(e0) >= start
-                        ),
-                    }
-                )
-                if i > 0 and inside(s0, 0):
-                    ev = next((e for e in r.events if e.kind == "ais_restart"), None) or Event(
-                        kind="ais_restart", line=1, text="", file=r.name, time=s0
-                    )
-                    if not ev.text:
-                        continue
-                    ctx.add_finding(
-                        phase="isolation",
-                        kind="storage_restart",
-                        title=f"{daemon} restarted inside the failure window",
-                        detail=f"A new log file starts at {s0}; a daemon restart during the failure window is itself significant.",
-                        confidence=0.7,
-                        hosts=[daemon],
-                        evidence_events=[ev],
-                    )
-            deltas = self._deltas(ctx, files, offset, start, end)
-            out["daemons"][daemon] = {
-                "role": files[0].facts["aistore"]["role"],
-                "files": ranges,
-                "deltas": deltas["deltas"],
-            }
+    @staticmethod
+    def _restarts(ctx: Context, ais: list[Any], inside: _Window) -> None:
+        """Restart lines inside the window not already reported as a new log file."""
         for r in ais:
             for e in r.events:
                 if (
@@ -185,20 +242,13 @@ class StorageAnalyzer:
                         hosts=[e.host or ""],
                         evidence_events=[e],
                     )
-        # error / warning lines in the window and the chain
-        evs = sorted(
-            (
-                e
-                for r in ais
-                for e in r.events
-                if e.kind.startswith("ais_") and e.kind != "ais_restart" and inside(e.time)
-            ),
-            key=lambda e: (to_dt(e.time), e.file, e.line),
-        )
-        counts: dict[str, int] = {}
-        for e in evs:
-            counts[e.kind] = counts.get(e.kind, 0) + 1
-        out["window_counts"] = counts
+
+    @staticmethod
+    def _chain(
+        ctx: Context, ais: list[Any], evs: list[Event], inside: _Window
+    ) -> tuple[list[tuple[str, Event]], list[Event]]:
+        """The storage-side steps of ``CHAIN`` in time order, then the client's failure; and
+        the client-side errors inside the window."""
         chain: list[tuple[str, Event]] = []
         t_prev = None
         for kind, label in CHAIN:
@@ -227,11 +277,17 @@ class StorageAnalyzer:
                 chain.append(
                     ("the client's batch loader failed (fewer objects than requested)", after[0])
                 )
-        out["chain"] = [
-            {"step": label, "time": e.time, "daemon": e.host, "file": e.file, "line": e.line}
-            for label, e in chain
-        ]
-        ctx.facts["storage_chain"] = chain
+        return chain, client
+
+    @staticmethod
+    def _report(
+        ctx: Context,
+        chain: list[tuple[str, Event]],
+        client: list[Event],
+        evs: list[Event],
+        counts: dict[str, int],
+    ) -> None:
+        """The chain as a root-cause finding, or else the window's error lines."""
         if len(chain) >= 2:
             ctx.add_finding(
                 phase="root_cause",
@@ -256,7 +312,6 @@ class StorageAnalyzer:
                 hosts=sorted({e.host for e in evs if e.host})[:20],
                 evidence_events=worst,
             )
-        self._retries(ctx, ais, evs)
 
     def _offset(
         self, ctx: Context, ais: list[Any], death: Event | None

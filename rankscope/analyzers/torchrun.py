@@ -16,6 +16,8 @@ class TorchrunAnalyzer:
     name = "torchrun"
     phase = "localization"
     order = 35
+    reads = ("events",)
+    writes = ("facts.torchrun_first", "facts.torchrun_failures", "findings")
 
     def run(self, ctx: Context) -> None:
         failures = [e for e in ctx.by_kind.get("torchrun_failure", [])]
@@ -32,7 +34,7 @@ class TorchrunAnalyzer:
         code = first.fields.get("exitcode")
         sig = SIGNALS.get(code) if isinstance(code, int) else None
         files = {e.file for e in failures}
-        ctx.facts["torchrun_first"] = first
+        ctx.facts.torchrun_first = first
         summary = [
             {
                 "rank": e.rank,
@@ -47,7 +49,7 @@ class TorchrunAnalyzer:
                 failures, key=lambda e: (e.time or "9999", e.rank if e.rank is not None else -1)
             )
         ][:256]
-        ctx.doc["localization"]["torchrun_failures"] = summary
+        ctx.facts.torchrun_failures = summary
         note = ""
         if sig == "SIGKILL":
             note = " Exit by SIGKILL is usually the kernel OOM killer or the scheduler."

@@ -18,10 +18,11 @@ from typing import Any
 
 from ..model import Event, evidence
 from ..signatures import BY_ID, exception_rule
+from ..times import etime, seconds_between
 from . import Context, register_analyzer
 from .activity import activity_hang
 from .advice import recommendations, summary
-from .failures import etime
+from .chain import apply_chain
 from .nccl import quotable
 
 NON_FATAL = {"data_error", "storage_error", "retry_exhausted", "connection_error", "retry"}
@@ -257,35 +258,36 @@ class Verdict:
 
 def _earlier(a: str | None, b: str | None, seconds: float = 60.0) -> bool:
     """True when ``a`` is at least ``seconds`` before ``b`` (ISO strings, same year)."""
-    if not a or not b or a[:4] != b[:4]:
-        return False
-    from datetime import datetime
-
-    try:
-        ta = datetime.fromisoformat(a.replace("0000-", "2000-", 1))
-        tb = datetime.fromisoformat(b.replace("0000-", "2000-", 1))
-    except ValueError:
-        return False
-    return (tb - ta).total_seconds() >= seconds
-
-
-def _seconds_between(a: str | None, b: str | None) -> float | None:
-    if not a or not b or a[:4] != b[:4]:
-        return None
-    from datetime import datetime
-
-    try:
-        ta = datetime.fromisoformat(a.replace("0000-", "2000-", 1))
-        tb = datetime.fromisoformat(b.replace("0000-", "2000-", 1))
-    except ValueError:
-        return None
-    return (tb - ta).total_seconds()
+    gap = seconds_between(a, b)
+    return gap is not None and gap >= seconds
 
 
 class VerdictAnalyzer:
     name = "verdict"
     phase = "root_cause"
     order = 90
+    reads = (
+        "events",
+        "doc.job",
+        "facts.causes",
+        "facts.nccl",
+        "facts.metrics",
+        "facts.retry_exhausted",
+        "facts.torchrun_first",
+        "facts.rank_host",
+        "facts.job_start",
+        "facts.last_step",
+        "facts.chain",
+    )
+    writes = (
+        "doc.triage",
+        "doc.root_cause",
+        "doc.timeline",
+        "doc.recommendations",
+        "facts.culprit_ranks",
+        "facts.culprit_hosts",
+        "findings",
+    )
 
     def run(self, ctx: Context) -> None:
         v = self._decide(ctx)
@@ -310,10 +312,9 @@ class VerdictAnalyzer:
             confidence=round(v.confidence, 2),
         )
         t["summary"] = summary(ctx, v)
-        loc = ctx.doc["localization"]
-        loc["culprit_ranks"] = sorted(set(v.culprit_ranks))
-        loc["culprit_hosts"] = sorted(set(v.culprit_hosts))
-        ctx.doc["root_cause"] = {
+        ctx.facts.culprit_ranks = sorted(set(v.culprit_ranks))
+        ctx.facts.culprit_hosts = sorted(set(v.culprit_hosts))
+        rc = {
             "category": v.category,
             "summary": t["summary"] if v.shape != "none" else "",
             "chain": v.chain,
@@ -325,8 +326,11 @@ class VerdictAnalyzer:
             )
             or None,
         }
+        timeline = self._timeline(ctx)
+        apply_chain(ctx, t, rc, timeline)
+        ctx.doc["root_cause"] = rc
         ctx.doc["recommendations"] = recommendations(ctx, v)
-        ctx.doc["timeline"] = self._timeline(ctx)
+        ctx.doc["timeline"] = timeline
         if v.root is not None and v.shape != "none":
             ctx.add_finding(
                 phase="root_cause",
@@ -342,15 +346,15 @@ class VerdictAnalyzer:
 
     # -- decision ---------------------------------------------------------
     def _decide(self, ctx: Context) -> Verdict:
-        causes = ctx.facts.get("causes", [])
-        nccl = ctx.facts.get("nccl", {})
-        met = ctx.facts.get("metrics", {})
+        causes = ctx.facts.causes
+        nccl = ctx.facts.nccl
+        met = ctx.facts.metrics
         succeeded = bool(ctx.by_kind.get("run_succeeded"))
         fatal = any(ctx.by_kind.get(k) for k in FATAL)
         strong = [c for c in causes if c["strength"] >= 0.5]
         specific = [c for c in strong if c["category"] != "NETWORK"]
         network = [c for c in strong if c["category"] == "NETWORK"]
-        exhausted = ctx.facts.get("retry_exhausted", [])
+        exhausted = ctx.facts.retry_exhausted
 
         if succeeded and not fatal:
             if (
@@ -460,7 +464,7 @@ class VerdictAnalyzer:
                 },
             )
         if fatal:
-            ev = ctx.facts.get("torchrun_first") or ctx.kinds(*FATAL)[0]
+            ev = ctx.facts.torchrun_first or ctx.kinds(*FATAL)[0]
             killed = [
                 e
                 for e in ctx.kinds("torchrun_failure", "torchrun_failed")
@@ -544,7 +548,7 @@ class VerdictAnalyzer:
         e = evs[-1]
         t = str(e.fields.get("type", ""))
         rule = exception_rule(t, str(e.fields.get("message", "")))
-        rank_host = ctx.facts.get("rank_host", {})
+        rank_host = ctx.facts.rank_host
         host = rank_host.get(e.rank) if e.rank is not None else None
         everyone = rule.category == "SOFTWARE" and _same_on_every_rank(e)
         # a timeout waiting on peers that the process raised is the hang being detected
@@ -592,7 +596,7 @@ class VerdictAnalyzer:
         if shape_rule and shape == ("crash" if shape_rule.startswith("crash") else "hang"):
             v.extra["shape_rule"] = shape_rule
         if cat == "HARDWARE":
-            rank_host = ctx.facts.get("rank_host", {})
+            rank_host = ctx.facts.rank_host
             on_host = sorted(r for r, h in rank_host.items() if h in hosts)
             errs = sorted(
                 {
@@ -611,7 +615,7 @@ class VerdictAnalyzer:
             v.culprit_ranks = ranks or hw_ranks or errs or on_host
             v.culprit_hosts = hosts
         elif cat == "NETWORK":
-            nccl = ctx.facts.get("nccl", {})
+            nccl = ctx.facts.nccl
             v.culprit_ranks = []
             all_hosts = set(ctx.doc["job"].get("hosts", {}))
             v.culprit_hosts = (
@@ -642,14 +646,14 @@ class VerdictAnalyzer:
                 ranks = _failed_tasks(ctx, e)  # srun names the task a kill or exit ended
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = (
-                sorted({ctx.facts.get("rank_host", {}).get(r) for r in ranks[:64]} - {None})
+                sorted({ctx.facts.rank_host.get(r) for r in ranks[:64]} - {None})
                 or hosts
                 or _slurm_host(ctx, e)
             )
         return v
 
     def _straggler(self, ctx: Context, stragglers: list[int]) -> Verdict:
-        rows = [r for r in ctx.facts["nccl"]["rows"] if r["role"] == "straggler"]
+        rows = [r for r in ctx.facts.nccl["rows"] if r["role"] == "straggler"]
         symptoms = [e for e in ctx.events if e.rank in set(stragglers) and e.kind in DATA_SYMPTOMS]
         symptoms += [
             e
@@ -666,9 +670,9 @@ class VerdictAnalyzer:
                 e
                 for e in symptoms
                 if etime(e) is None
-                or (_seconds_between(etime(e), t.time) or 0) <= t.fields["timeout_ms"] / 1000 + 600
+                or (seconds_between(etime(e), t.time) or 0) <= t.fields["timeout_ms"] / 1000 + 600
             ]
-        rank_host = ctx.facts.get("rank_host", {})
+        rank_host = ctx.facts.rank_host
         hosts = sorted({rank_host[r] for r in stragglers if r in rank_host})
         if symptoms:
             symptoms.sort(key=lambda e: (etime(e) or "9999", e.line))
@@ -759,10 +763,10 @@ class VerdictAnalyzer:
         if v.shape == "none":
             return "unknown"
         if v.shape == "slow":
-            met = ctx.facts.get("metrics", {})
+            met = ctx.facts.metrics
             step = (met.get("slowdown") or {}).get("onset_step") or met.get("drop_step")
             return "unknown" if step is None else ("immediately" if step <= 5 else "after_warmup")
-        start = ctx.facts.get("job_start")
+        start = ctx.facts.job_start
         at = etime(v.root) if v.root is not None else None
         if v.shape == "hang":
             timeouts = ctx.kinds("watchdog_timeout")
@@ -770,7 +774,7 @@ class VerdictAnalyzer:
                 at = timeouts[0].time
                 ms = timeouts[0].fields.get("timeout_ms")
                 if ms and start:
-                    gap = _seconds_between(start, at)
+                    gap = seconds_between(start, at)
                     if gap is not None:
                         return self._bucket(ctx, gap - ms / 1000.0, None)
         if v.root is not None and not v.root.time:
@@ -780,15 +784,13 @@ class VerdictAnalyzer:
                 e for e in ctx.kinds("watchdog_timeout") if e.time and e.fields.get("timeout_ms")
             ]
             if timeouts and start:
-                gap = _seconds_between(start, timeouts[0].time)
+                gap = seconds_between(start, timeouts[0].time)
                 if gap is not None:
                     return self._bucket(ctx, gap - timeouts[0].fields["timeout_ms"] / 1000.0, None)
-        gap = _seconds_between(start, at)
-        step = (v.root.fields.get("step") if v.root is not None else None) or ctx.facts.get(
-            "last_step"
-        )
+        gap = seconds_between(start, at)
+        step = (v.root.fields.get("step") if v.root is not None else None) or ctx.facts.last_step
         if v.shape == "slow":
-            step = ctx.facts.get("metrics", {}).get("drop_step") or step
+            step = ctx.facts.metrics.get("drop_step") or step
         return self._bucket(ctx, gap, step)
 
     def _bucket(self, ctx: Context, gap: float | None, step: int | None) -> str:
@@ -892,7 +894,7 @@ class VerdictAnalyzer:
             evs = ctx.kinds(kind)
             if evs and (v.root is None or evs[0] is not v.root):
                 add(evs[-1] if kind == "teardown" else evs[0], what)
-        first = ctx.facts.get("torchrun_first")
+        first = ctx.facts.torchrun_first
         if first is not None:
             add(
                 first,

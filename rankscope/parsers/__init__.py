@@ -1,10 +1,13 @@
 """Parser plugins: one artifact (a binary stream) → one ``ParseResult``.
 
-The interface every parser implements::
+A parser declares itself in its own module, in one place::
 
     class MyParser:
         name = "my_parser"                 # stable, stored in ParseResult.parser
-        kinds = ("nvidia_smi",)            # artifact kinds it handles (see KINDS)
+        kinds = ("my_kind",)               # artifact kinds it reads
+        recognizers = (                    # how each kind is told from name + first bytes
+            Recognizer("my_kind", 45, lambda h: h.first_line.startswith("gpu,switch")),
+        )
 
         def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
             # Read ``stream`` ONCE, front to back, in bounded memory. Fill ``result``
@@ -12,9 +15,14 @@ The interface every parser implements::
             # facts, metrics). Raise ParseError (or anything) on content it cannot read:
             # ``parse_artifact`` turns that into ``result.error`` and never raises.
 
-Register with ``register_parser(MyParser())``; a later registration for the same
-kind wins, so an extension module (the nvidia-smi, nccl-tests, AIStore
-parsers) only has to be imported. ``parse_artifact`` is the only entry point callers use.
+    register_parser(MyParser())
+
+Every module of this package is imported on first use, so a new parser is one new
+file: detection (``detect_kind``), the list of kinds (``artifact_kinds``) and
+loading all derive from the registrations. Recognisers run in ascending order (see
+``artifact_recognizers()`` for the built-in orders); a text kind without a parser of
+its own is read by the ``fallback`` parser (``text_log``). ``parse_artifact`` is the
+only entry point callers use.
 """
 
 from __future__ import annotations
@@ -23,8 +31,9 @@ import io
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
-from ..detect import KINDS, detect_kind
+from ..detect import BINARY, Recognizer, classify_artifact
 from ..model import ParseResult
+from ..plugins import load_plugins
 
 Progress = Callable[[int, int, str], None]
 HEAD_BYTES = 65536
@@ -37,29 +46,58 @@ class ParseError(Exception):
 class Parser(Protocol):
     name: str
     kinds: tuple[str, ...]
+    recognizers: tuple[Recognizer, ...]
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None: ...
 
 
 _REGISTRY: dict[str, Parser] = {}
+_RECOGNIZERS: list[Recognizer] = [BINARY]
+_FALLBACK: Parser | None = None
 
 
 def register_parser(parser: Parser) -> Parser:
+    """Make ``parser`` read its ``kinds`` and its ``recognizers`` name them."""
+    global _FALLBACK
+    for rec in getattr(parser, "recognizers", ()):
+        if rec.kind not in parser.kinds:
+            raise ValueError(f"{parser.name} recognises {rec.kind!r}, which it does not read")
+        _RECOGNIZERS.append(rec)
+    _RECOGNIZERS.sort(key=lambda r: r.order)
     for kind in parser.kinds:
-        if kind not in KINDS:
-            raise ValueError(f"unknown artifact kind {kind!r}")
         _REGISTRY[kind] = parser
+    if getattr(parser, "fallback", False):
+        _FALLBACK = parser
     return parser
 
 
 def parser_for(kind: str) -> Parser | None:
+    """The parser that reads ``kind``; the fallback for any other text kind."""
     _load_builtin()
-    return _REGISTRY.get(kind)
+    if kind == BINARY.kind:
+        return None
+    return _REGISTRY.get(kind) or _FALLBACK
 
 
 def registered_parsers() -> dict[str, str]:
     _load_builtin()
     return {k: p.name for k, p in _REGISTRY.items()}
+
+
+def artifact_kinds() -> tuple[str, ...]:
+    """Every kind an artifact can have: those parsers read, and ``other`` (skipped)."""
+    _load_builtin()
+    return (*_REGISTRY, BINARY.kind)
+
+
+def artifact_recognizers() -> list[Recognizer]:
+    _load_builtin()
+    return list(_RECOGNIZERS)
+
+
+def detect_kind(name: str, head: bytes) -> str:
+    """The artifact's kind from the path inside the upload/archive and the first ≤64 KiB."""
+    return classify_artifact(name, head, artifact_recognizers())
 
 
 class _Prepended(io.RawIOBase):
@@ -106,12 +144,10 @@ def parse_artifact(
         head = stream.read(HEAD_BYTES) or b""
     except Exception as exc:  # a broken archive member, a truncated gzip…
         return ParseResult(name=name, kind=kind or "other", error=f"cannot read: {exc}")
-    if kind is None or kind not in KINDS:
+    if kind is None or kind not in artifact_kinds():
         kind = detect_kind(name, head)
     result = ParseResult(name=name, kind=kind)
     parser = parser_for(kind)
-    if parser is None:
-        parser = parser_for("rank_log") if kind != "other" else None
     if parser is None:
         result.error = "not a text log or a format Rankscope reads (binary content); skipped"
         result.parser = "none"
@@ -126,21 +162,5 @@ def parse_artifact(
     return result
 
 
-_loaded = False
-
-
 def _load_builtin() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    from . import (  # noqa: F401  # noqa: F401, PLC0415
-        aistore,
-        bisection,
-        flight_recorder,
-        metrics_csv,
-        nccl_tests,
-        nvidia_smi,
-        textlog,
-        topology,
-    )
+    load_plugins(__name__)

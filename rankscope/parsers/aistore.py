@@ -26,10 +26,9 @@ import re
 from datetime import datetime, timedelta
 from typing import Any, BinaryIO
 
-from ..detect import basename
+from ..detect import Head, Recognizer, basename
 from ..model import MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
 from . import ParseError, Progress, register_parser
-from . import textlog as _textlog  # noqa: F401 — registered first, so this parser wins its kinds
 from ._lines import clip, iter_lines
 
 _NAME = re.compile(
@@ -98,9 +97,24 @@ def classify_ais(level: str, msg: str) -> str | None:
     return None
 
 
+# the first line of every AIS daemon log, whatever the file is called
+_AIS_HEADER = re.compile(
+    r"\s*(?:Started up|Rotated) at \d{4}/\d\d/\d\d \d\d:\d\d:\d\d, host [\w.-]+, go\d"
+)
+
+
+def _is_aistore(h: Head) -> bool:
+    return (
+        h.base.startswith(("aistarget", "aisproxy", "ais-target", "ais-proxy"))
+        or ".ais-target-" in h.base
+        or bool(_AIS_HEADER.match(h.text))
+    )
+
+
 class AIStoreParser:
     name = "aistore"
     kinds = ("aistore",)
+    recognizers = (Recognizer("aistore", 60, _is_aistore),)
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         info = daemon_of(result.name)

@@ -17,9 +17,9 @@ import json
 import re
 from typing import Any, BinaryIO
 
+from ..detect import Recognizer
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
-from . import textlog as _textlog  # noqa: F401 — registered first, so this parser wins its kinds
 from ._lines import clip, iter_lines
 
 _WORKS = {
@@ -79,6 +79,14 @@ def _value(v: Any) -> float | str:
 class BisectionParser:
     name = "bisection"
     kinds = ("bisection",)
+    recognizers = (
+        Recognizer(
+            "bisection",
+            41,
+            lambda h: bool(re.match(r"^variable,value,(?:outcome|result)\b", h.first_line)),
+        ),
+        Recognizer("bisection", 65, lambda h: "bisect" in h.base),
+    )
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         lines = []

@@ -172,7 +172,8 @@ def _cut_timeout(msg: str) -> bool:
     return i >= 0 and _TIMEOUT_MARK.startswith(msg[i:].rstrip())
 
 
-def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
+def _watchdog_timeouts(msg: str) -> tuple[Result, bool] | None:
+    """Collective timeouts and the watchdog's failure reports (every wording)."""
     if _TIMEOUT_MARK not in msg and _cut_timeout(msg):
         f = _pg_fields(msg)
         w = WORK_RANK.search(msg)
@@ -210,6 +211,11 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
                 f["last_started"] = int(m.group("s"))
             f["wording"] = key
             return ("watchdog_failure", f), False
+    return None
+
+
+def _dump_signals(msg: str) -> tuple[Result, bool] | None:
+    """Who signalled the flight-recorder dump, and who only observed it."""
     if (
         "to signal dumping" in msg
         or "to set the dump signal" in msg
@@ -236,6 +242,11 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
             f["from_self"] = True
         f.update(last_enqueued=int(m.group("e")), last_completed=int(m.group("c")))
         return ("dump_received", f), False
+    return None
+
+
+def _async_errors(msg: str) -> tuple[Result, bool] | None:
+    """Async NCCL exceptions and blocking-wait timeouts."""
     if "raised the following async exception" in msg:
         f = _work_fields(msg)
         f.update(_pg_fields(msg))
@@ -247,6 +258,11 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
     if "timed out in blocking wait" in msg:
         f = _work_fields(msg)
         return ("blocking_wait_timeout", f), "seq" not in f
+    return None
+
+
+def _teardown_and_aborts(msg: str) -> tuple[Result, bool] | None:
+    """Process teardown, heartbeat-monitor aborts, aborted communicators, progress lines."""
     if "taking the entire process down" in msg or "Some NCCL operations have failed" in msg:
         if "NCCL error" in msg or _NCCL_CODE.search(msg):
             return None  # old torch prints the teardown and the NCCL error on one line
@@ -289,7 +305,22 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
     return None
 
 
-def _classify_other(msg: str) -> Result:
+# The NCCL family in the order its wordings must be tried (a reader that returns None
+# passes the message on; the teardown reader hands a teardown line carrying an NCCL
+# error to the other readers).
+_NCCL_READERS = (_watchdog_timeouts, _dump_signals, _async_errors, _teardown_and_aborts)
+
+
+def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
+    for read in _NCCL_READERS:
+        r = read(msg)
+        if r is not None:
+            return r
+    return None
+
+
+def _collectives_and_gpu(msg: str) -> Result:
+    """Collective mismatches, Xid and a GPU that fell off the bus."""
     if "Detected mismatch between collectives" in msg:
         m = _RX["mismatch_pgw"].search(msg)
         f: dict[str, Any] = {}
@@ -318,6 +349,11 @@ def _classify_other(msg: str) -> Result:
     if "fallen off the bus" in msg:
         m = _RX["off_bus_pci"].search(msg)
         return "gpu_off_bus", ({"pci": m.group("pci")} if m else {})
+    return None
+
+
+def _memory(msg: str) -> Result:
+    """CUDA OOM and the host OOM killer."""
     if "CUDA out of memory" in msg or "OutOfMemoryError" in msg:
         f = {}
         m = _RX["oom_tried"].search(msg)
@@ -338,6 +374,11 @@ def _classify_other(msg: str) -> Result:
         return "host_oom_kill", (
             {"pid": int(m.group("pid")), "process": m.group("proc")} if m else {}
         )
+    return None
+
+
+def _scheduler(msg: str) -> Result:
+    """SLURM cancellations: time limit, preemption, node failure."""
     if "DUE TO" in msg or "NODE_FAIL" in msg or "CANCELLED AT" in msg:
         m = _RX["slurm_cancel"].search(msg)
         f = {}
@@ -356,6 +397,11 @@ def _classify_other(msg: str) -> Result:
         if "NODE FAILURE" in msg or "NODE_FAIL" in msg:
             return "node_fail", f
         return "slurm_cancelled", f
+    return None
+
+
+def _cuda(msg: str) -> Result:
+    """CUDA and ECC errors."""
     if "CUDA error" in msg:
         m = _RX["cuda_error"].search(msg)
         what = (m.group("what") if m else msg.split("CUDA error", 1)[1]).strip(" :")[:200]
@@ -363,6 +409,11 @@ def _classify_other(msg: str) -> Result:
         return kind, {"what": what}
     if "ECC error" in msg:
         return "ecc_error", {"what": msg[:200]}
+    return None
+
+
+def _torchrun_agent(msg: str) -> Result:
+    """torchrun/elastic agent: failed workers, summaries, signals, success."""
     if "failed (exitcode: " in msg:
         m = _RX["tr_failed"].search(msg)
         if m:
@@ -387,8 +438,18 @@ def _classify_other(msg: str) -> Result:
         return ("run_succeeded" if "SUCCEEDED" in msg else "worker_group_failed"), {}
     if "SignalException" in msg:
         return "agent_signal", {"what": msg[:200]}
+    return None
+
+
+def _nccl_warn_line(msg: str) -> Result:
+    """NCCL WARN lines (network, CUDA, mismatch)."""
     if "NCCL WARN" in msg:
         return _nccl_warn(msg)
+    return None
+
+
+def _numerics(msg: str) -> Result:
+    """Non-finite loss and NaN/Inf detectors."""
     m = _RX["nan_loss"].search(msg)
     if m:
         f = {"metric": m.group("name").strip(), "value": m.group("v")}
@@ -405,6 +466,11 @@ def _classify_other(msg: str) -> Result:
         return "nan_loss", f
     if re.search(r"(?:found|[Dd]etected) (?:NaN|nan|Inf|inf)|non-finite|NaN or Inf", msg):
         return "nan_detected", {"what": msg[:200]}
+    return None
+
+
+def _retries(msg: str) -> Result:
+    """Retry counters and exhausted retries."""
     m = _RX["retry_frac"].search(msg)
     if m:
         return "retry", {
@@ -417,6 +483,11 @@ def _classify_other(msg: str) -> Result:
         return "retry", {"remaining": int(m.group("left")), "reason": _reason(msg)}
     if "Max retries exceeded" in msg:
         return "retry_exhausted", {"reason": _reason(msg)}
+    return None
+
+
+def _data_and_storage(msg: str) -> Result:
+    """Data-loader and file-system errors."""
     if "AISBatchLoaderError" in msg or "DataLoader" in msg or re.search(r"[Dd]ata ?[Ll]oad", msg):
         return "data_error", {"what": msg[:300]}
     if any(
@@ -429,6 +500,11 @@ def _classify_other(msg: str) -> Result:
         )
     ):
         return "storage_error", {"what": msg[:300]}
+    return None
+
+
+def _nccl_error(msg: str) -> Result:
+    """NCCL error codes."""
     if "NCCL error" in msg or re.search(r"nccl\w+Error|ncclInvalid\w+", msg):
         code = re.search(r"nccl\w+Error|ncclInvalid\w+", msg)
         f = {"nccl_code": code.group(0)} if code else {}
@@ -439,11 +515,21 @@ def _classify_other(msg: str) -> Result:
             if last:
                 f["last_error"] = last[:300]
         return "nccl_error", f
+    return None
+
+
+def _crash_or_lifecycle(msg: str) -> Result:
+    """Segfaults, then checkpoints, LR/batch changes, evaluation, restarts."""
     if "Segmentation fault" in msg or "Fatal Python error" in msg:
         return "segfault", {"what": msg[:200]}
     lc = _lifecycle(msg)
     if lc is not None:
         return lc
+    return None
+
+
+def _exceptions(msg: str) -> Result:
+    """Python exceptions and tracebacks."""
     m = _RX["exception"].search(msg)
     if m:
         etype = m.group("type")
@@ -454,6 +540,11 @@ def _classify_other(msg: str) -> Result:
         }
     if "Traceback (most recent call last)" in msg:
         return "traceback", {}
+    return None
+
+
+def _connection_or_success(msg: str) -> Result:
+    """Connection errors, and the success markers of a finished run."""
     if any(
         s in msg
         for s in (
@@ -475,6 +566,32 @@ def _classify_other(msg: str) -> Result:
     return None
 
 
+# Everything else, most specific first: the first reader that knows the message wins.
+_OTHER_READERS = (
+    _collectives_and_gpu,
+    _memory,
+    _scheduler,
+    _cuda,
+    _torchrun_agent,
+    _nccl_warn_line,
+    _numerics,
+    _retries,
+    _data_and_storage,
+    _nccl_error,
+    _crash_or_lifecycle,
+    _exceptions,
+    _connection_or_success,
+)
+
+
+def _classify_other(msg: str) -> Result:
+    for read in _OTHER_READERS:
+        r = read(msg)
+        if r is not None:
+            return r
+    return None
+
+
 _STEP_IN = re.compile(
     r"(?:at |from |iteration|global_step|global step|step[=_ ]|checkpoint-)\s*(?P<s>\d+)"
 )
@@ -487,29 +604,38 @@ def _step_of(msg: str) -> dict[str, Any]:
     return {"step": int(m.group("s"))} if m else {}
 
 
+# checkpoint wordings (Megatron, DeepSpeed, HF Trainer, Lightning/NeMo), in the order tried
+_CHECKPOINTS = (
+    (
+        "checkpoint_saved",
+        ("uccessfully saved checkpoint", "is ready now", ", saving model to ", "aved checkpoint"),
+    ),
+    (
+        "checkpoint_save",
+        (
+            "aving checkpoint at iteration",
+            "Saving model checkpoint",
+            "aving checkpoint",
+            "aving latest checkpoint",
+        ),
+    ),
+    (
+        "checkpoint_loaded",
+        (
+            "oading checkpoint from",
+            "uccessfully loaded checkpoint",
+            "Restoring states from the checkpoint",
+        ),
+    ),
+)
+
+
 def _lifecycle(msg: str) -> Result:
     """Checkpoint save/load, LR/batch-size change, evaluation, worker-group restart
     (Megatron, DeepSpeed, HF Trainer, Lightning/NeMo, PyTorch schedulers, torchrun)."""
-    if (
-        "uccessfully saved checkpoint" in msg
-        or "is ready now" in msg
-        or ", saving model to " in msg
-        or "aved checkpoint" in msg
-    ):
-        return "checkpoint_saved", _step_of(msg)
-    if (
-        "aving checkpoint at iteration" in msg
-        or "Saving model checkpoint" in msg
-        or "aving checkpoint" in msg
-        or "aving latest checkpoint" in msg
-    ):
-        return "checkpoint_save", _step_of(msg)
-    if (
-        "oading checkpoint from" in msg
-        or "uccessfully loaded checkpoint" in msg
-        or "Restoring states from the checkpoint" in msg
-    ):
-        return "checkpoint_loaded", _step_of(msg)
+    for kind, wordings in _CHECKPOINTS:
+        if any(w in msg for w in wordings):
+            return kind, _step_of(msg)
     if "educing learning rate" in msg or "Adjusting learning rate of group" in msg:
         m = _LR_TO.search(msg)
         return "lr_change", ({"lr": float(m.group("v"))} if m else {})

@@ -14,7 +14,7 @@ import pickle
 import re
 from typing import Any, BinaryIO
 
-from ..detect import basename, rank_from_name
+from ..detect import Head, Recognizer, basename, rank_from_name
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
 
@@ -139,9 +139,24 @@ def describe_entry(pg: str, e: dict[str, Any]) -> str:
     )[:MAX_QUOTE]
 
 
+_FR_NAME = re.compile(r"(?:nccl_trace_rank_|comm_lib_trace_rank_|fr_trace|flight_?recorder)", re.I)
+
+
+def _is_flight_recorder(h: Head) -> bool:
+    if h.head[:1] == b"\x80" and len(h.head) > 1 and h.head[1] <= 5:
+        return True  # a pickle; only the restricted loader will read it
+    text = h.text
+    if _FR_NAME.search(h.base) and (
+        '"pg_status"' in text or '"entries"' in text or h.head[:1] == b"\x80"
+    ):
+        return True
+    return text.lstrip().startswith("{") and '"pg_status"' in text and '"version"' in text
+
+
 class FlightRecorderParser:
     name = "flight_recorder"
     kinds = ("flight_recorder",)
+    recognizers = (Recognizer("flight_recorder", 10, _is_flight_recorder),)
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         chunks: list[bytes] = []

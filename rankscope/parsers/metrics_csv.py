@@ -11,8 +11,16 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from .._lazy import LazyModule
-from ..detect import host_from_name, rank_from_name
-from ..metrics import _GPU_WIDE, _WANDB_GPU, MAX_ROWS, MetricsTable, _key, normalise_columns
+from ..detect import Head, Recognizer, host_from_name, rank_from_name
+from ..metrics import (
+    _GPU_WIDE,
+    _WANDB_GPU,
+    MAX_ROWS,
+    MetricsTable,
+    _key,
+    looks_like_metrics_header,
+    normalise_columns,
+)
 from ..model import ParseResult
 from . import ParseError, Progress, register_parser
 
@@ -183,9 +191,30 @@ def _present(table: pa.Table, col: str, idx: np.ndarray) -> np.ndarray:
     return valid[idx]
 
 
+def _is_parquet(h: Head) -> bool:
+    """Parquet per-step metrics (magic ``PAR1``)."""
+    return h.head[:4] == b"PAR1" and (h.base.endswith((".parquet", ".pq")) or "metric" in h.base)
+
+
+def _is_metrics_table(h: Head) -> bool:
+    if not (h.base.endswith((".csv", ".tsv", ".jsonl", ".ndjson")) or "metrics" in h.base):
+        return False
+    text = h.text
+    if looks_like_metrics_header(text.split("\n", 1)[0]):
+        return True
+    # JSON lines whose first record is not a step (a run header)
+    return text.lstrip().startswith("{") and any(
+        looks_like_metrics_header(ln) for ln in text.split("\n", 8)[1:8]
+    )
+
+
 class MetricsParser:
     name = "metrics"
     kinds = ("metrics",)
+    recognizers = (
+        Recognizer("metrics", 15, _is_parquet),  # binary: before the text/binary test
+        Recognizer("metrics", 30, _is_metrics_table),
+    )
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         first = stream.read(1 << 16)

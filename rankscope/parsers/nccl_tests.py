@@ -26,11 +26,10 @@ from __future__ import annotations
 import re
 from typing import Any, BinaryIO
 
-from ..detect import host_from_name
+from ..detect import Head, Recognizer, host_from_name
 from ..links import LinkSniffer, expected_busbw, size_collapse
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
-from . import textlog as _textlog  # noqa: F401 — registered first, so this parser wins its kinds
 from ._lines import clip, iter_lines
 
 _RANK = re.compile(
@@ -125,9 +124,22 @@ def _row_wrong(v: Any) -> int:
     return int(x) if x is not None and x > 0 else 0
 
 
+def _is_nccl_tests(h: Head) -> bool:
+    text = h.text
+    return (
+        ("out-of-place" in text and "busbw" in text)
+        or "# nccl-tests" in text
+        or "_perf -b" in text
+        or ("# nThread " in text and " nGpus " in text and ("busbw" in text or "# Rank" in text))
+        or "# Avg bus bandwidth" in text
+        or re.search(r"(?m)^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\b", text) is not None
+    )  # the last: NCCL 1.x tests' table header
+
+
 class NcclTestsParser:
     name = "nccl_tests"
     kinds = ("nccl_tests",)
+    recognizers = (Recognizer("nccl_tests", 50, _is_nccl_tests),)
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         runs: list[dict[str, Any]] = []

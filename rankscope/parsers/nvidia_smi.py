@@ -21,10 +21,9 @@ import csv
 import re
 from typing import Any, BinaryIO
 
-from ..detect import host_from_name
+from ..detect import Head, Recognizer, host_from_name
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
-from . import textlog as _textlog  # noqa: F401 — registered first, so this parser wins its kinds
 from ._lines import clip, iter_lines
 
 _GPU_HDR = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
@@ -145,9 +144,28 @@ class _Gpu:
         self.lines[name] = [line, clip(text)]
 
 
+def _has_query_header(h: Head) -> bool:
+    return "temperature.gpu" in h.first_line or "ecc.errors." in h.first_line
+
+
+def _is_smi_output(h: Head) -> bool:
+    text = h.text
+    return (
+        "NVIDIA-SMI" in text
+        or "==============NVSMI LOG" in text
+        # nvidia-smi's whole output when it cannot reach any GPU
+        or text.lstrip().startswith("Unable to determine the device handle for GPU")
+    )
+
+
 class NvidiaSmiParser:
     name = "nvidia_smi"
     kinds = ("nvidia_smi",)
+    recognizers = (
+        Recognizer("nvidia_smi", 42, _has_query_header),
+        # after nccl-tests, whose output quotes the nvidia-smi banner
+        Recognizer("nvidia_smi", 55, _is_smi_output),
+    )
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         gpus: list[_Gpu] = []

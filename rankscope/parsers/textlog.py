@@ -13,11 +13,12 @@ Memory is bounded by the chunk size, the head/tail sizes and the event caps.
 
 from __future__ import annotations
 
+import re
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..detect import host_from_name, rank_from_name
+from ..detect import Head, Recognizer, host_from_name, rank_from_name
 from ..envelope import find_time, iso_from_text, peel
 from ..model import MAX_EVENT_TEXT, MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
 from ..scan import get_scanner
@@ -200,17 +201,29 @@ class _Summary:
         self.cur = None
 
 
+def _is_slurm_job(h: Head) -> bool:
+    """scontrol/sacct text, or the controller epilog's JSON record."""
+    return bool(re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", h.text[:4000], re.M)) or (
+        h.base.startswith("slurm-job-") and h.text.lstrip().startswith("{")
+    )
+
+
+def _is_kernel_log(h: Head) -> bool:
+    return any(t in h.base for t in ("dmesg", "kern.log", "syslog", "journal")) or bool(
+        re.match(r"\[\s*\d+\.\d+\] ", h.text)
+    )
+
+
 class TextLogParser:
+    """Rank logs, kernel logs, SLURM output, and any text kind without a parser of its own
+    (``fallback``); anything no recogniser names is a ``rank_log``."""
+
     name = "text_log"
-    kinds = (
-        "rank_log",
-        "dmesg",
-        "slurm_job",
-        "nccl_tests",
-        "nvidia_smi",
-        "aistore",
-        "topology",
-        "bisection",
+    kinds = ("rank_log", "dmesg", "slurm_job")
+    fallback = True
+    recognizers = (
+        Recognizer("slurm_job", 80, _is_slurm_job),
+        Recognizer("dmesg", 90, _is_kernel_log),
     )
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:

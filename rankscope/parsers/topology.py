@@ -18,9 +18,9 @@ import json
 import re
 from typing import Any, BinaryIO
 
+from ..detect import Head, Recognizer
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
-from . import textlog as _textlog  # noqa: F401 — registered first, so this parser wins its kinds
 from ._lines import clip, iter_lines
 
 _HOST_KEYS = ("host", "hostname", "node", "nodename", "node_name", "server")
@@ -45,9 +45,25 @@ def _pick(d: dict[str, Any], keys: tuple[str, ...]) -> Any:
     return None
 
 
+def _has_topology_header(h: Head) -> bool:
+    return bool(re.match(r"^(?:host|hostname|node),(?:switch|leaf|tor)\b", h.first_line))
+
+
+def _is_topology_output(h: Head) -> bool:
+    return (
+        h.base.startswith(("topo", "nvidia-smi-topo", "ibstat", "ibnetdiscover"))
+        or "\tGPU1\t" in h.text[:4000]
+    )
+
+
 class TopologyParser:
     name = "topology"
     kinds = ("topology",)
+    recognizers = (
+        Recognizer("topology", 40, _has_topology_header),
+        # by name or nvidia-smi topo's matrix: after the formats a header names
+        Recognizer("topology", 70, _is_topology_output),
+    )
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         lines = list(_bounded(iter_lines(stream, result)))

@@ -54,7 +54,7 @@ def load_cases(root: Path = CORPUS) -> list[Case]:
 def run_engine(case: Case) -> dict[str, Any]:
     """parse_paths + analyze in-process, on the case's log files (not its labels)."""
     from ..cli import parse_paths
-    from ..document import analyze
+    from ..pipeline import analyze
 
     return analyze(parse_paths(case.files, jobs=1))
 

@@ -113,22 +113,37 @@ def test_loss_figure_marks_the_first_nan_step():
     json.dumps(fig)
 
 
-def test_memory_shapes_are_named():
-    steps = np.arange(200)
-    assert charts.memory_shape(np.full(200, 70.0)) == "flat"
-    assert charts.memory_shape(60 + (steps // 50) * 3.0) == "staircase"
-    assert charts.memory_shape(60 + steps * 0.05) == "slope"
-    alloc = np.full(200, 60.0)
-    assert charts.memory_shape(alloc, alloc + steps * 0.05) == "fragmentation"
-    assert charts.memory_shape(np.r_[np.full(100, 60.0), np.full(100, 75.0)]) == "spike"
-    assert charts.memory_shape([1.0, 2.0]) == "unknown"
+def _memory_doc(shapes: dict[str, int]) -> dict:
+    return {"isolation": {"memory": {"shapes": shapes, "ranks": []}}}
 
 
-def test_memory_figure_names_the_shape_in_the_title():
+def test_memory_figure_names_the_shape_the_memory_analyzer_found():
     t = _table(2, 200, mem_allocated=lambda r, s: 60 + s * 0.05)
-    fig = charts.memory_figure(t)
+    fig = charts.memory_figure(_memory_doc({"slope": 2}), t)
     assert fig["shape"] == "slope"
     assert fig["layout"]["title"]["text"] == "Memory: Steady slope"
+
+
+def test_memory_figure_never_recomputes_the_shape():
+    # the curves look like a slope, but the analysis said staircase on one rank: the chart
+    # says what the analysis said, and names the most telling shape when ranks differ
+    t = _table(2, 200, mem_allocated=lambda r, s: 60 + s * 0.05)
+    fig = charts.memory_figure(_memory_doc({"flat": 1, "staircase": 1}), t)
+    assert fig["shape"] == "staircase"
+    assert "flat: 1 rank(s)" in fig["note"] and "staircase: 1 rank(s)" in fig["note"]
+    unnamed = charts.memory_figure(None, t)
+    assert unnamed["shape"] is None and unnamed["layout"]["title"]["text"] == "Memory"
+
+
+def test_memory_chart_and_memory_finding_agree_on_the_engine_output():
+    from rankscope import analyze
+    from rankscope.model import ParseResult
+
+    t = _table(4, 200, mem_allocated=lambda r, s: 60 + (s // 50) * 3.0)
+    doc = analyze([ParseResult(name="m.csv", kind="metrics", metrics=t)])
+    finding = next(f for f in doc["findings"] if f["kind"].startswith("memory_"))
+    fig = charts.memory_figure(doc, t)
+    assert finding["kind"] == f"memory_{fig['shape']}"
 
 
 def test_first_errors_keeps_each_ranks_earliest_event_and_escapes_text():

@@ -11,7 +11,7 @@ from urllib.parse import urlencode
 from django import template
 from django.urls import NoReverseMatch
 
-from apps.analysis.selectors import rank_ranges as _rank_ranges
+from rankscope.render import rank_ranges as _rank_ranges
 
 register = template.Library()
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from rankscope import analyze
 from rankscope.cli import parse_paths
-from rankscope.document import analyze
 
 PG0 = "[PG ID 0 PG GUID 0(default_pg) Rank {r}] "
 RECEIVED = (

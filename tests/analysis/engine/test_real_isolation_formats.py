@@ -7,7 +7,7 @@ from __future__ import annotations
 import io
 
 import rankscope as engine
-from rankscope.detect import detect_kind
+from rankscope.parsers import detect_kind
 
 
 def _parse(name: str, text: str) -> engine.ParseResult:
