@@ -6,7 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.analysis.models import AnalysisRun, Finding, RunStatus
+from apps.analysis.services import _settle_key
 from apps.incidents.models import Incident
+from apps.ingest.selectors import incident_parse_counts
 
 PHASES = ("triage", "localization", "isolation", "root_cause", "resolution")
 PHASE_LABELS = {
@@ -36,8 +38,6 @@ def analysis_document_for_incident(*, incident: Incident) -> dict | None:
 
 
 def _parse_counts(incident: Incident) -> dict[str, int]:
-    from apps.ingest.selectors import incident_parse_counts
-
     return dict(incident_parse_counts(incident=incident))
 
 
@@ -137,8 +137,6 @@ class AnalysisPanel:
 def _run_is_pending(incident: Incident, run: AnalysisRun | None) -> bool:
     """Files are all parsed but the newest run does not cover them (a run is coming)."""
     from django.core.cache import cache
-
-    from apps.analysis.services import _settle_key
 
     if cache.get(_settle_key(incident.pk)):
         return True

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import time
 import uuid
 from collections import Counter
@@ -27,9 +26,14 @@ from django.db.models import Exists, F, Max, OuterRef, Q
 from django.utils import timezone
 
 import rankscope as engine
+from apps.analysis import signals, tasks
 from apps.analysis.models import AnalysisRun, Finding, RunStatus, Trigger
 from apps.incidents.models import Incident, Severity
 from apps.incidents.services import incident_event_add
+from apps.ingest import storage
+from apps.ingest.models import Artifact
+from apps.ingest.selectors import artifact_parse_result
+from apps.ingest.services import artifact_enqueue_pending
 from apps.lib import sharedcache
 from apps.lib.brokerqueue import queue_depth
 from apps.lib.heartbeat import Heartbeat
@@ -42,37 +46,15 @@ PARSE_DONE = ("parsed", "failed", "rejected")
 
 # At most this many progress writes per second per run (the panel polls every 2 s).
 PROGRESS_WRITES_PER_SECOND = 4
-# A running worker touches heartbeat_at this often, even inside one long analyzer.
-HEARTBEAT_SECONDS = 10.0
-# Test-only: seconds to sleep per loaded artifact, so a test can kill a worker mid-run.
-TEST_SLOW_ENV = "RANKSCOPE_TEST_ANALYSIS_SLEEP_PER_ARTIFACT"
 
 _SEVERITY = {"CRITICAL": Severity.CRITICAL, "WARNING": Severity.WARNING, "OK": Severity.OK}
-
-
-def _setting(name: str, default: float) -> float:
-    return float(getattr(settings, name, default))
-
-
-def analysis_soft_time_limit() -> int:
-    return int(_setting("RANKSCOPE_ANALYSIS_SOFT_TIME_LIMIT", settings.CELERY_TASK_SOFT_TIME_LIMIT))
-
-
-def analysis_hard_time_limit() -> int:
-    return int(_setting("RANKSCOPE_ANALYSIS_TIME_LIMIT", settings.CELERY_TASK_TIME_LIMIT))
 
 
 # --- the input set ------------------------------------------------------------------
 
 
-def _artifact_model():
-    from apps.ingest.models import Artifact
-
-    return Artifact
-
-
 def _incident_artifacts(incident: Incident):
-    return _artifact_model().objects.filter(incident=incident)
+    return Artifact.objects.filter(incident=incident)
 
 
 def analysis_fingerprint(*, artifacts: list[Any]) -> str:
@@ -85,8 +67,6 @@ def analysis_fingerprint(*, artifacts: list[Any]) -> str:
 
 def artifact_parse_result_load(*, artifact: Any) -> Any:
     """The artifact's ParseResult, or None; the one place analysis reads parse output."""
-    from apps.ingest.selectors import artifact_parse_result
-
     return artifact_parse_result(artifact=artifact)
 
 
@@ -98,8 +78,6 @@ def _settle_key(incident_id: int) -> str:
 
 
 def _enqueue_on_commit(run: AnalysisRun) -> None:
-    from apps.analysis import tasks
-
     run_id, task_id = run.pk, run.task_id
 
     def send() -> None:
@@ -186,8 +164,6 @@ def analysis_request(
 
 
 def _settle_schedule(*, incident: Incident, trigger: str, settle_seconds: float) -> None:
-    from apps.analysis import tasks
-
     # One pending check per incident, however many uploads arrive in the window. With
     # the cache down (None) every upload sends its own check; the checks are idempotent.
     key = _settle_key(incident.pk)
@@ -223,8 +199,6 @@ def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: flo
     Otherwise schedule another check for when they will have been. Safe to run twice:
     the request it ends in is idempotent.
     """
-    from apps.analysis import tasks
-
     incident = Incident.objects.filter(pk=incident_id).first()
     if incident is None:
         sharedcache.delete(_settle_key(incident_id))
@@ -289,10 +263,9 @@ class _Inputs:
 
 
 def _load_inputs(run: AnalysisRun, progress: _Progress) -> _Inputs:
-    artifacts = list(_artifact_model().objects.filter(pk__in=run.inputs).order_by("display_name"))
+    artifacts = list(Artifact.objects.filter(pk__in=run.inputs).order_by("display_name"))
     results: list[Any] = []
     failed: list[dict[str, Any]] = []
-    slow = float(os.environ.get(TEST_SLOW_ENV, "0") or 0)
     for i, artifact in enumerate(artifacts, start=1):
         name = artifact.display_name
         if artifact.parse_status != "parsed":
@@ -308,8 +281,6 @@ def _load_inputs(run: AnalysisRun, progress: _Progress) -> _Inputs:
             else:
                 results.append(result)
         progress(i, f"files loaded {i}/{len(artifacts)}", force=i == len(artifacts))
-        if slow:
-            time.sleep(slow)
     return _Inputs(results=results, failed=failed)
 
 
@@ -378,7 +349,7 @@ def analysis_execute(*, run_id: int, task_id: str) -> AnalysisRun | None:
     if not connection.in_atomic_block:  # a caller's open transaction would block the thread
         heartbeat = Heartbeat(
             _heartbeat_touch(run_id, task_id),
-            interval=_setting("RANKSCOPE_ANALYSIS_HEARTBEAT_SECONDS", HEARTBEAT_SECONDS),
+            interval=settings.RANKSCOPE_ANALYSIS_HEARTBEAT_SECONDS,
             name=f"analysis-heartbeat-{run_id}",
         ).start()
     t0 = time.perf_counter()
@@ -459,26 +430,32 @@ def _short_list(values: list[Any], limit: int = 4) -> str:
 
 
 def _history_hosts(incident: Incident) -> dict[str, int]:
-    """How many of this team's other incidents blamed each host (for "repeat offenders")."""
-    from apps.postmortems.models import IncidentSignature
-
+    """Hosts the team's other incidents blamed, as the apps above analysis count them."""
     counts: Counter[str] = Counter()
-    rows = IncidentSignature.objects.filter(team_id=incident.team_id).exclude(
-        incident_id=incident.pk
-    )
-    for hosts in rows.values_list("hosts", flat=True):
-        counts.update({str(h) for h in hosts or []})
+    for receiver, answer in signals.host_history_requested.send_robust(
+        sender=AnalysisRun, incident=incident
+    ):
+        if isinstance(answer, Exception):  # no history is better than no analysis
+            logger.error("host history from %r failed: %s", receiver, answer, exc_info=answer)
+        elif answer:
+            counts.update(answer)
     return dict(counts)
 
 
-def _signature_refresh(incident: Incident) -> None:
-    """Keep the incident's failure signature current so similar-incident search sees it."""
-    from apps.postmortems.services import incident_signature_refresh
-
-    try:
-        incident_signature_refresh(incident=incident)
-    except Exception:  # the analysis is stored; a signature can be recomputed later
-        logger.exception("could not refresh the signature of incident %s", incident.code)
+def _announce_success(run: AnalysisRun) -> None:
+    """Tell the apps above (the similar-incident signature) that a run succeeded."""
+    for receiver, answer in signals.analysis_succeeded.send_robust(
+        sender=AnalysisRun, run=run, incident=run.incident
+    ):
+        if isinstance(answer, Exception):  # the analysis is stored; they can catch up later
+            logger.error(
+                "%r failed after analysis %s of incident %s: %s",
+                receiver,
+                run.code,
+                run.incident.code,
+                answer,
+                exc_info=answer,
+            )
 
 
 def _run_finish(
@@ -546,7 +523,7 @@ def _run_finish(
                 data={"run": locked.code, "findings": len(findings)},
             )
     if not error:
-        _signature_refresh(locked.incident)
+        _announce_success(locked)
     return locked
 
 
@@ -630,8 +607,6 @@ def _fail_stuck(run: AnalysisRun, *, reason: str, from_status: str) -> bool:
 
 def _artifacts_enqueue_pending(*, older_than: timedelta) -> int:
     """Re-enqueue parse work whose enqueue was lost; ingest owns how that is done."""
-    from apps.ingest.services import artifact_enqueue_pending
-
     return int(artifact_enqueue_pending(older_than=older_than) or 0)
 
 
@@ -644,9 +619,8 @@ def _analyse_settled_uploads(now: datetime) -> list[str]:
     one day. ``analysis_request`` is exactly-once per input set, so running this twice,
     or beside a late settle check, requests one analysis.
     """
-    settle = _setting("RANKSCOPE_ANALYSIS_SETTLE_SECONDS", 30.0)
-    grace = _setting("RANKSCOPE_ANALYSIS_SETTLE_GRACE_SECONDS", 30)
-    Artifact = _artifact_model()
+    settle = settings.RANKSCOPE_ANALYSIS_SETTLE_SECONDS
+    grace = settings.RANKSCOPE_ANALYSIS_SETTLE_GRACE_SECONDS
     active = Artifact.objects.filter(incident=OuterRef("pk"), parse_status__in=PARSE_ACTIVE)
     usable = Artifact.objects.filter(incident=OuterRef("pk")).exclude(parse_status="rejected")
     candidates = (
@@ -683,9 +657,9 @@ def analysis_audit(*, max_attempts: int = 3) -> AuditReport:
     Every change is compare-and-set, so two auditors at once do each thing once.
     """
     now = timezone.now()
-    queued_limit = timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_QUEUED_SECONDS", 90))
-    stale = timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_STALE_SECONDS", 60))
-    hard = analysis_hard_time_limit()
+    queued_limit = timedelta(seconds=settings.RANKSCOPE_ANALYSIS_QUEUED_SECONDS)
+    stale = timedelta(seconds=settings.RANKSCOPE_ANALYSIS_STALE_SECONDS)
+    hard = settings.RANKSCOPE_ANALYSIS_TIME_LIMIT
     report = AuditReport(requeued=[], failed=[], artifacts_requeued=0)
 
     running = AnalysisRun.objects.filter(status=RunStatus.RUNNING).select_related("incident")
@@ -717,7 +691,7 @@ def analysis_audit(*, max_attempts: int = 3) -> AuditReport:
 
     report.settled = _analyse_settled_uploads(now)
     report.artifacts_requeued = _artifacts_enqueue_pending(
-        older_than=timedelta(seconds=_setting("RANKSCOPE_ANALYSIS_PENDING_ARTIFACT_SECONDS", 60))
+        older_than=timedelta(seconds=settings.RANKSCOPE_ANALYSIS_PENDING_ARTIFACT_SECONDS)
     )
     _storage_abort_stale_uploads()
     return report
@@ -725,13 +699,9 @@ def analysis_audit(*, max_attempts: int = 3) -> AuditReport:
 
 def _storage_abort_stale_uploads() -> None:
     """Abort S3 multipart uploads a killed upload left behind (their parts are billed)."""
-    from apps.ingest import storage
-
     try:
         storage.abort_stale_uploads(
-            older_than=timedelta(
-                seconds=_setting("RANKSCOPE_S3_ABORT_UPLOADS_AFTER_SECONDS", 21600)
-            )
+            older_than=timedelta(seconds=settings.RANKSCOPE_S3_ABORT_UPLOADS_AFTER_SECONDS)
         )
     except storage.ERRORS:  # the store is down: the next audit tries again
         logger.warning("could not sweep unfinished multipart uploads", exc_info=True)

@@ -9,9 +9,9 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts.selectors import team_list_for_user
-from apps.incidents import selectors, services
+from apps.incidents import selectors, services, signals
 from apps.incidents.forms import IncidentFilterForm, IncidentForm
-from apps.incidents.models import Phase, Status
+from apps.incidents.models import Incident, Phase, Status
 
 
 @require_GET
@@ -66,9 +66,11 @@ def incident_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 @login_required
 def incident_detail(request: HttpRequest, code: str) -> HttpResponse:
-    """The guided incident page: the first screen, then the five phases as steps."""
-    from apps.investigation.page import incident_page_context
+    """The guided incident page: the first screen, then the five phases as steps.
 
+    The sections that belong to the apps above (the analysis verdict, the investigation
+    steps) are added by their receivers of ``signals.incident_page_requested``.
+    """
     incident = selectors.incident_get_for_user(user=request.user, code=code)
     context = {
         "incident": incident,
@@ -76,8 +78,11 @@ def incident_detail(request: HttpRequest, code: str) -> HttpResponse:
         "events": incident.events.select_related("actor").order_by("-at", "-pk")[:50],
         "statuses": Status,
         "phase_choices": Phase.choices,
-        **incident_page_context(incident=incident),
     }
+    for _receiver, sections in signals.incident_page_requested.send(
+        sender=Incident, incident=incident, request=request
+    ):
+        context.update(sections or {})
     return render(request, "incidents/detail.html", context)
 
 

@@ -16,7 +16,6 @@ import json
 import logging
 import os
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,8 +32,10 @@ from django.utils import timezone
 import rankscope as engine
 from apps.incidents.models import Incident
 from apps.incidents.services import incident_event_add
-from apps.ingest import lineindex, storage
+from apps.ingest import lineindex, signals, storage, tasks
 from apps.ingest.models import ACTIVE_STATUSES, Artifact, ParseStatus, RankDigest
+from apps.ingest.storage import StorageUnavailable
+from apps.lib.brokerqueue import queue_depth
 from apps.lib.codes import new_code
 from apps.lib.heartbeat import Heartbeat
 from rankscope import archives
@@ -46,17 +47,10 @@ HEAD_BYTES = 65536
 CHUNK = 1 << 20
 MAX_NAME = 900
 _NCCL_EVENT_HINTS = ("nccl", "watchdog", "collective", "comm_", "async_exception", "blocking_wait")
-# Test-only: seconds to sleep after a parse's outputs are stored and before its rows are
-# written, so a test can kill a worker (or its database connection) mid-parse.
-TEST_SLOW_ENV = "RANKSCOPE_TEST_PARSE_SLEEP"
 # The auditor gives up on an artifact whose parse was started this many times without
 # finishing (its worker was killed, or the hard time limit stopped it, each time).
 MAX_PARSE_ATTEMPTS = 3
 QUEUE_DOWN_NOTE = "the task queue is unavailable: kept, and parsed automatically once it is back"
-
-
-class StorageUnavailable(Exception):
-    """Storage could not be reached or written: transient, the task retries."""
 
 
 @dataclass(slots=True)
@@ -227,7 +221,6 @@ class _Enqueuer:
         if self.broker_down:
             self.unsent.add(artifact_id)
             return False
-        from apps.ingest import tasks  # tasks import services
 
         try:
             tasks.artifact_parse.delay(artifact_id)
@@ -544,10 +537,8 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
     """
     now = timezone.now()
     cutoff = now - (older_than if older_than is not None else timedelta(seconds=60))
-    stale = now - timedelta(
-        seconds=getattr(settings, "RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS", 60)
-    )
-    queued_cutoff = now - timedelta(seconds=getattr(settings, "RANKSCOPE_PARSE_QUEUED_SECONDS", 90))
+    stale = now - timedelta(seconds=settings.RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS)
+    queued_cutoff = now - timedelta(seconds=settings.RANKSCOPE_PARSE_QUEUED_SECONDS)
     pending = Artifact.objects.filter(
         parse_status=ParseStatus.PENDING, enqueued_at__isnull=True, created_at__lt=cutoff
     )
@@ -590,8 +581,6 @@ def artifact_enqueue_pending(*, older_than: timedelta | None = None, limit: int 
 
 
 def _ingest_queue_busy() -> bool:
-    from apps.lib.brokerqueue import queue_depth
-
     depth = queue_depth("ingest")
     return bool(depth)
 
@@ -721,7 +710,7 @@ def parse_heartbeat(*, artifact_id: int, token: str) -> Heartbeat:
 
     return Heartbeat(
         touch,
-        interval=float(getattr(settings, "RANKSCOPE_PARSE_HEARTBEAT_SECONDS", 10.0)),
+        interval=settings.RANKSCOPE_PARSE_HEARTBEAT_SECONDS,
         name=f"parse-heartbeat-{artifact_id}",
     )
 
@@ -750,10 +739,6 @@ def _parse(artifact_id: int, token: str) -> str | None:
         with tempfile.TemporaryFile() as tmp:
             result.metrics.write(tmp)
             metrics_key = _storage_replace(metrics_key_for(artifact), tmp)
-    slow = float(os.environ.get(TEST_SLOW_ENV, "0") or 0)
-    if slow:
-        time.sleep(slow)
-
     status = ParseStatus.FAILED if result.error else ParseStatus.PARSED
     digests = rank_digests(result)
     notes = list(dict.fromkeys([*(artifact.notes or []), *result.warnings[:20]]))
@@ -824,7 +809,8 @@ def _input_fingerprint(rows: list[tuple[int, str]]) -> str:
 
 
 def incident_parse_fan_in(*, incident_id: int) -> bool:
-    """If nothing of the incident is still pending/queued/parsing, request its analysis.
+    """If nothing of the incident is still pending/queued/parsing, announce it
+    (``signals.artifacts_parsed``; the analysis app requests the analysis).
 
     Exactly once per input set, however many workers finish at the same moment: the
     incident row is locked while the set is checked, and the timeline row recording
@@ -856,17 +842,8 @@ def incident_parse_fan_in(*, incident_id: int) -> bool:
             message=message,
             data={"fingerprint": fingerprint, "artifacts": len(rows), "failed": failed},
         )
-        _request_analysis(incident)
+        signals.artifacts_parsed.send(sender=Artifact, incident=incident)
     return True
-
-
-def _request_analysis(incident: Incident) -> None:
-    try:
-        from apps.analysis.services import analysis_request
-    except ImportError:
-        log.warning("analysis is not installed; incident %s parsed but not analysed", incident.code)
-        return
-    analysis_request(incident=incident, trigger="ingest")
 
 
 def artifact_delete(*, artifact: Artifact, actor: AbstractBaseUser | None = None) -> None:

@@ -13,10 +13,8 @@ import datetime as dt
 import json
 from collections.abc import Callable
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from django.conf import settings
-
+from apps.lib.timefmt import format_time
 from apps.postmortems.cost import FORMULA_LINES, INPUT_LABELS, CostResult
 from apps.postmortems.formatting import (
     fmt_duration,
@@ -62,24 +60,6 @@ def _iso_seconds(value: Any) -> Any:
         return dt.datetime.fromisoformat(str(value)).isoformat(timespec="seconds")
     except ValueError:
         return value
-
-
-def format_time(value: Any) -> str:
-    """A stored time to the second: "2026-11-21 13:00:03 UTC" for aware times (shown in the
-    server's time zone), "2026-11-21 13:00:03" for log times (the logs' own clock)."""
-    if value in (None, ""):
-        return "—"
-    if isinstance(value, dt.datetime):
-        when = value
-    else:
-        try:
-            when = dt.datetime.fromisoformat(str(value))
-        except ValueError:
-            return str(value)
-    if when.tzinfo is None:
-        return when.strftime("%Y-%m-%d %H:%M:%S")
-    when = when.astimezone(ZoneInfo(settings.TIME_ZONE))
-    return when.strftime("%Y-%m-%d %H:%M:%S ") + (when.tzname() or "")
 
 
 _t = format_time

@@ -12,6 +12,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from apps.analysis.models import AnalysisRun
+from apps.analysis.selectors import analysis_document_for_incident
 from apps.incidents.models import Incident, Phase
 from apps.incidents.selectors import incident_phase_durations
 
@@ -38,10 +40,6 @@ def _user(user: Any) -> str:
 
 def analysis_latest(incident: Incident) -> tuple[str, dict[str, Any] | None]:
     """(run code, triage document) of the incident's latest successful analysis, or ("", None)."""
-    try:
-        from apps.analysis.models import AnalysisRun
-    except ImportError:
-        return "", None
     run = (
         AnalysisRun.objects.filter(incident=incident, status__in=("succeeded", "failed"))
         .exclude(document__isnull=True)
@@ -53,11 +51,7 @@ def analysis_latest(incident: Incident) -> tuple[str, dict[str, Any] | None]:
 
 
 def analysis_document(incident: Incident) -> dict[str, Any] | None:
-    """The incident's latest triage document, or None (no analysis yet, or no analysis app)."""
-    try:
-        from apps.analysis.selectors import analysis_document_for_incident
-    except ImportError:
-        return analysis_latest(incident)[1]
+    """The incident's latest triage document, or None (no analysis yet)."""
     return analysis_document_for_incident(incident=incident)
 
 
