@@ -31,7 +31,7 @@ from apps.analysis.models import AnalysisRun, Finding, RunStatus, Trigger
 from apps.incidents.models import Incident, Severity
 from apps.incidents.services import incident_event_add
 from apps.ingest import storage
-from apps.ingest.models import Artifact
+from apps.ingest.models import ACTIVE_STATUSES, Artifact, ParseStatus
 from apps.ingest.selectors import artifact_parse_result
 from apps.ingest.services import artifact_enqueue_pending
 from apps.lib import sharedcache
@@ -40,9 +40,6 @@ from apps.lib.heartbeat import Heartbeat
 
 logger = logging.getLogger(__name__)
 
-# Parse states of an artifact that is still on its way; the analysis waits for them.
-PARSE_ACTIVE = ("pending", "queued", "parsing")
-PARSE_DONE = ("parsed", "failed", "rejected")
 
 # At most this many progress writes per second per run (the panel polls every 2 s).
 PROGRESS_WRITES_PER_SECOND = 4
@@ -73,7 +70,8 @@ def artifact_parse_result_load(*, artifact: Any) -> Any:
 # --- requesting a run -----------------------------------------------------------------
 
 
-def _settle_key(incident_id: int) -> str:
+def settle_key(incident_id: int) -> str:
+    """The shared-cache key that holds an incident's debounce window open."""
     return f"rankscope:analysis:settle:{incident_id}"
 
 
@@ -116,12 +114,14 @@ def analysis_request(
         _settle_schedule(incident=incident, trigger=trigger, settle_seconds=settle_seconds)
         return None
     manual = trigger == Trigger.MANUAL
-    if trigger == Trigger.INGEST and sharedcache.get(_settle_key(incident.pk)):
+    if trigger == Trigger.INGEST and sharedcache.get(settle_key(incident.pk)):
         return None  # the open debounce window's check will ask
 
     # Files refused at upload have no bytes and are shown by the upload panel.
-    artifacts = list(_incident_artifacts(incident).exclude(parse_status="rejected").order_by("pk"))
-    if not artifacts or any(a.parse_status in PARSE_ACTIVE for a in artifacts):
+    artifacts = list(
+        _incident_artifacts(incident).exclude(parse_status=ParseStatus.REJECTED).order_by("pk")
+    )
+    if not artifacts or any(a.parse_status in ACTIVE_STATUSES for a in artifacts):
         return None
     fingerprint = analysis_fingerprint(artifacts=artifacts)
     if manual:
@@ -166,7 +166,7 @@ def analysis_request(
 def _settle_schedule(*, incident: Incident, trigger: str, settle_seconds: float) -> None:
     # One pending check per incident, however many uploads arrive in the window. With
     # the cache down (None) every upload sends its own check; the checks are idempotent.
-    key = _settle_key(incident.pk)
+    key = settle_key(incident.pk)
     if sharedcache.add(key, trigger, timeout=int(settle_seconds * 4) + 60) is False:
         return
     incident_id = incident.pk
@@ -190,7 +190,7 @@ def analysis_settle_cancel(*, incident: Incident) -> None:
     parsed and returns, and the last parse's fan-in then defers to the window that the
     nodes' posts opened: the verdict would wait ``settle_seconds`` for nothing.
     """
-    sharedcache.delete(_settle_key(incident.pk))
+    sharedcache.delete(settle_key(incident.pk))
 
 
 def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: float) -> None:
@@ -201,18 +201,18 @@ def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: flo
     """
     incident = Incident.objects.filter(pk=incident_id).first()
     if incident is None:
-        sharedcache.delete(_settle_key(incident_id))
+        sharedcache.delete(settle_key(incident_id))
         return
     newest = _incident_artifacts(incident).aggregate(newest=Max("created_at"))["newest"]
     quiet = (timezone.now() - newest).total_seconds() if newest else settle_seconds
     if quiet < settle_seconds:
-        sharedcache.set(_settle_key(incident_id), trigger, timeout=int(settle_seconds * 4) + 60)
+        sharedcache.set(settle_key(incident_id), trigger, timeout=int(settle_seconds * 4) + 60)
         tasks.analysis_settle.apply_async(
             args=[incident_id, trigger, settle_seconds],
             countdown=max(0.5, settle_seconds - quiet),
         )
         return
-    sharedcache.delete(_settle_key(incident_id))
+    sharedcache.delete(settle_key(incident_id))
     analysis_request(incident=incident, trigger=trigger)
 
 
@@ -268,7 +268,7 @@ def _load_inputs(run: AnalysisRun, progress: _Progress) -> _Inputs:
     failed: list[dict[str, Any]] = []
     for i, artifact in enumerate(artifacts, start=1):
         name = artifact.display_name
-        if artifact.parse_status != "parsed":
+        if artifact.parse_status != ParseStatus.PARSED:
             failed.append(_failed_input(artifact, artifact.parse_error or "could not be parsed"))
         else:
             try:
@@ -621,8 +621,10 @@ def _analyse_settled_uploads(now: datetime) -> list[str]:
     """
     settle = settings.RANKSCOPE_ANALYSIS_SETTLE_SECONDS
     grace = settings.RANKSCOPE_ANALYSIS_SETTLE_GRACE_SECONDS
-    active = Artifact.objects.filter(incident=OuterRef("pk"), parse_status__in=PARSE_ACTIVE)
-    usable = Artifact.objects.filter(incident=OuterRef("pk")).exclude(parse_status="rejected")
+    active = Artifact.objects.filter(incident=OuterRef("pk"), parse_status__in=ACTIVE_STATUSES)
+    usable = Artifact.objects.filter(incident=OuterRef("pk")).exclude(
+        parse_status=ParseStatus.REJECTED
+    )
     candidates = (
         Incident.objects.annotate(
             newest=Max("artifacts__created_at"), last_run=Max("analysis_runs__created_at")
@@ -637,7 +639,7 @@ def _analyse_settled_uploads(now: datetime) -> list[str]:
     )
     requested = []
     for incident in candidates[:200]:
-        sharedcache.delete(_settle_key(incident.pk))
+        sharedcache.delete(settle_key(incident.pk))
         run = analysis_request(incident=incident, trigger=Trigger.AUDITOR)
         if run is not None:
             requested.append(incident.code)
