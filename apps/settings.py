@@ -18,6 +18,7 @@ import plotly
 from apps.lib.env import (
     SettingError,
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_list,
@@ -159,13 +160,13 @@ STATICFILES_DIRS = [
 WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = VAR_DIR / "media"
 
-_storage = env_str("RANKSCOPE_STORAGE", "filesystem")
+_storage = env_choice("RANKSCOPE_STORAGE", "filesystem", choices=("filesystem", "s3"))
 if _storage == "filesystem":
     _default_storage = {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
         "OPTIONS": {"location": str(MEDIA_ROOT)},
     }
-elif _storage == "s3":
+else:  # s3
     _default_storage = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
@@ -179,8 +180,6 @@ elif _storage == "s3":
             "default_acl": None,
         },
     }
-else:
-    raise SettingError("RANKSCOPE_STORAGE", _storage, "filesystem or s3")
 # S3 writes stream in parts of this size: one part is in memory per upload at a time.
 RANKSCOPE_S3_PART_BYTES = env_int("RANKSCOPE_S3_PART_BYTES", 16 * 1024**2, minimum=5 * 1024**2)
 # The auditor aborts multipart uploads begun this long ago and never finished (the
@@ -419,5 +418,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("RANKSCOPE_LOG_LEVEL", "INFO")},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice(
+            "RANKSCOPE_LOG_LEVEL", "INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+        ),
+    },
 }
