@@ -139,25 +139,9 @@ def analysis_execute(*, run_id: int, task_id: str) -> AnalysisRun | None:
     - Errors never vanish: an engine crash, an analyzer that raised, or the soft time
       limit make a FAILED run with the reason stored.
     """
-    now = timezone.now()
-    claimed = AnalysisRun.objects.filter(
-        pk=run_id, status=RunStatus.QUEUED, task_id=task_id
-    ).update(
-        status=RunStatus.RUNNING,
-        started_at=now,
-        heartbeat_at=now,
-        attempts=F("attempts") + 1,
-        progress_current=0,
-        progress_message="starting",
-    )
-    if not claimed:
-        run = AnalysisRun.objects.filter(pk=run_id).first()
-        if run is None or run.status != RunStatus.RUNNING or run.task_id != task_id:
-            return run  # finished already, or another delivery holds the fence
-        # Our own message again: the worker that had it died before acknowledging it.
-        AnalysisRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, task_id=task_id).update(
-            started_at=now, heartbeat_at=now, attempts=F("attempts") + 1, progress_current=0
-        )
+    if not _claim(run_id, task_id):
+        # finished already, missing, or another delivery holds the fence
+        return AnalysisRun.objects.filter(pk=run_id).first()
     run = AnalysisRun.objects.select_related("incident").get(pk=run_id)
     n_analyzers = len(engine.registered_analyzers())
     progress = _Progress(run_id, task_id, total=len(run.inputs) + n_analyzers)
@@ -210,6 +194,32 @@ def analysis_execute(*, run_id: int, task_id: str) -> AnalysisRun | None:
     finally:
         if heartbeat is not None:
             heartbeat.stop()
+
+
+def _claim(run_id: int, task_id: str) -> bool:
+    """Take the run for this delivery (compare-and-set on the fence); False when it is not
+    ours to execute: finished, missing, or fenced to another delivery."""
+    now = timezone.now()
+    claimed = AnalysisRun.objects.filter(
+        pk=run_id, status=RunStatus.QUEUED, task_id=task_id
+    ).update(
+        status=RunStatus.RUNNING,
+        started_at=now,
+        heartbeat_at=now,
+        attempts=F("attempts") + 1,
+        progress_current=0,
+        progress_message="starting",
+    )
+    if claimed:
+        return True
+    run = AnalysisRun.objects.filter(pk=run_id).first()
+    if run is None or run.status != RunStatus.RUNNING or run.task_id != task_id:
+        return False
+    # Our own message again: the worker that had it died before acknowledging it.
+    AnalysisRun.objects.filter(pk=run_id, status=RunStatus.RUNNING, task_id=task_id).update(
+        started_at=now, heartbeat_at=now, attempts=F("attempts") + 1, progress_current=0
+    )
+    return True
 
 
 def _lock_if_holder(run: AnalysisRun, task_id: str) -> AnalysisRun | None:

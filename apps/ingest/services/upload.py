@@ -297,7 +297,35 @@ def _reject(ctx: _Ctx, display: str, reason: str, *, size: int = 0) -> UploadOut
 
 
 def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> UploadOutcome:
+    """Screen one file, stream its bytes to storage, then write its row (or find the copy)."""
     display = sanitize_name(member.name)
+    screened = _screen(ctx, member, display)
+    if isinstance(screened, UploadOutcome):
+        return screened
+    code = new_code("a")
+    key = f"incidents/{ctx.incident.code}/{code}"
+    # Upload outside the DB transaction: this can take long.
+    try:
+        key, size, sha = store_stream(key=key, head=screened.head, stream=screened.stream)
+    except MemberRejected as exc:
+        return _reject(ctx, display, f"{exc.reason}; not stored")
+    return _record(
+        ctx, display, screened, code=code, key=key, size=size, sha=sha, enqueuer=enqueuer
+    )
+
+
+@dataclass(slots=True)
+class _Screened:
+    """A file that passed the checks on its first bytes, its stream positioned after them."""
+
+    stream: IO[bytes]
+    head: bytes
+    kind: str
+    notes: list[str]
+
+
+def _screen(ctx: _Ctx, member: archives.Member, display: str) -> _Screened | UploadOutcome:
+    """Refuse what cannot be analysed (rejected members, empty, binary) before storing it."""
     if member.rejected is not None:
         out = _reject(ctx, display, member.rejected.reason, size=member.size or 0)
         out.name = member.name  # as the archive spelled it: the user must recognise it
@@ -322,19 +350,27 @@ def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> Up
     if problem:
         return _reject(ctx, display, problem, size=member.size or 0)
     notes = [n for n in [_utf8_note(head)] if n and kind not in ("flight_recorder", "metrics")]
+    return _Screened(stream=stream, head=head, kind=kind, notes=notes)
 
-    code = new_code("a")
-    key = f"incidents/{ctx.incident.code}/{code}"
-    # Upload outside the DB transaction: this can take long.
-    try:
-        key, size, sha = store_stream(key=key, head=head, stream=stream)
-    except MemberRejected as exc:
-        return _reject(ctx, display, f"{exc.reason}; not stored")
 
-    # From here on the bytes are stored: they are deleted only when it is certain that no
-    # committed row points at them. When that cannot be known (the connection dropped
-    # during COMMIT), they are kept; the storage sweep removes them later if no row
-    # refers to them (``artifact_storage_sweep``).
+def _record(
+    ctx: _Ctx,
+    display: str,
+    screened: _Screened,
+    *,
+    code: str,
+    key: str,
+    size: int,
+    sha: str,
+    enqueuer: _Enqueuer,
+) -> UploadOutcome:
+    """Write the row of bytes already stored, or answer "duplicate" and drop our copy.
+
+    From here on the bytes are stored: they are deleted only when it is certain that no
+    committed row points at them. When that cannot be known (the connection dropped
+    during COMMIT), they are kept; the storage sweep removes them later if no row
+    refers to them (``artifact_storage_sweep``).
+    """
     try:
         existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
     except DatabaseError:
@@ -352,8 +388,8 @@ def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> Up
                     storage_key=key,
                     size=size,
                     sha256=sha,
-                    kind=kind,
-                    notes=notes,
+                    kind=screened.kind,
+                    notes=screened.notes,
                     source=ctx.source,
                     uploaded_by=ctx.actor,
                 )
@@ -374,9 +410,9 @@ def _store_member(ctx: _Ctx, member: archives.Member, enqueuer: _Enqueuer) -> Up
                 _delete_quietly(key)  # the INSERT failed: certainly no row
             raise
         else:
-            message = f"stored ({human_size(size)}, {kind.replace('_', ' ')})"
-            if notes:
-                message += f"; {notes[0]}"
+            message = f"stored ({human_size(size)}, {screened.kind.replace('_', ' ')})"
+            if screened.notes:
+                message += f"; {screened.notes[0]}"
             return UploadOutcome(display, "stored", artifact, message)
     _delete_quietly(key)  # ours is a second copy; the existing row has its own bytes
     return UploadOutcome(
