@@ -56,14 +56,9 @@ def analysis_document(incident: Incident) -> dict[str, Any] | None:
 
 
 def _related(incident: Incident, name: str) -> list[Any]:
-    """Rows of a reverse relation another app owns; [] until that app defines it."""
-    manager = getattr(incident, name, None)
-    if manager is None:
-        return []
-    try:
-        return list(manager.all())
-    except Exception:
-        return []
+    """Rows of a reverse relation the investigation app defines on Incident (hypotheses,
+    why_chains, fixes, action_items, contributing_factors): it is always installed."""
+    return list(getattr(incident, name).all())
 
 
 def _marker_for_event(kind: str, data: dict[str, Any], message: str) -> str:
