@@ -402,23 +402,7 @@ def snapshot_build(*, incident: Incident, now: dt.datetime | None = None) -> dic
     return {
         "schema": SCHEMA,
         "taken_at": _iso(now),
-        "incident": {
-            "code": incident.code,
-            "title": incident.title,
-            "team": incident.team.name,
-            "cluster": incident.cluster,
-            "job_id": incident.job_id,
-            "run_key": incident.run_key,
-            "framework": incident.framework,
-            "gpu_count": incident.gpu_count,
-            "gpu_type": incident.gpu_type,
-            "gpu_hour_usd": _num(incident.gpu_hour_usd),
-            "remaining_run_hours": incident.remaining_run_hours,
-            "severity": incident.severity,
-            "status": incident.status,
-            "created_at": _iso(incident.created_at),
-            "created_by": _user(incident.created_by),
-        },
+        "incident": _incident_fields(incident),
         "analysis": {
             "available": doc is not None,
             "engine_version": (doc or {}).get("engine_version", ""),
@@ -465,6 +449,27 @@ def snapshot_build(*, incident: Incident, now: dt.datetime | None = None) -> dic
         "action_items": _action_items(incident),
         "recommendations": list((doc or {}).get("recommendations") or [])[:20],
         "cost_prefill": _cost_prefill(incident, doc, shape, now),
+    }
+
+
+def _incident_fields(incident: Incident) -> dict[str, Any]:
+    """The incident as it stood when the snapshot was taken."""
+    return {
+        "code": incident.code,
+        "title": incident.title,
+        "team": incident.team.name,
+        "cluster": incident.cluster,
+        "job_id": incident.job_id,
+        "run_key": incident.run_key,
+        "framework": incident.framework,
+        "gpu_count": incident.gpu_count,
+        "gpu_type": incident.gpu_type,
+        "gpu_hour_usd": _num(incident.gpu_hour_usd),
+        "remaining_run_hours": incident.remaining_run_hours,
+        "severity": incident.severity,
+        "status": incident.status,
+        "created_at": _iso(incident.created_at),
+        "created_by": _user(incident.created_by),
     }
 
 
