@@ -56,6 +56,11 @@ def _imported_modules(node: ast.Import | ast.ImportFrom, path: Path) -> list[str
     return [module, *(f"{module}.{alias.name}" for alias in node.names)]
 
 
+# The project package wires every app (settings, URLs, the Celery app): no app imports it.
+# Code reads django.conf.settings and celery.current_app instead.
+PROJECT_MODULES = {"settings", "urls", "celery", "celery_app", "wsgi", "asgi"}
+
+
 def _target_app(module: str) -> str | None:
     parts = module.split(".")
     if len(parts) >= 2 and parts[0] == "apps" and parts[1] in LAYERS:
@@ -64,13 +69,19 @@ def _target_app(module: str) -> str | None:
 
 
 def _imports(path: Path) -> list[tuple[int, str, str]]:
-    """(line, imported module, app) of every import of another app in ``path``."""
+    """(line, imported module, app) of every import of another app, or of the project
+    package, in ``path``."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     own = _app_of(path)
     found = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Import | ast.ImportFrom):
             continue
+        for module in _imported_modules(node, path):
+            parts = module.split(".")
+            if len(parts) >= 2 and parts[0] == "apps" and parts[1] in PROJECT_MODULES:
+                found.append((node.lineno, module, "the project package"))
+                break
         seen: set[str] = set()
         for module in _imported_modules(node, path):
             app = _target_app(module)
@@ -90,7 +101,7 @@ def _violations(path: Path) -> list[str]:
         {
             f"{rel}:{line} {own} imports {module} ({app} is not below {own})"
             for line, module, app in _imports(path)
-            if LAYERS[app] >= LAYERS[own]
+            if app not in LAYERS or LAYERS[app] >= LAYERS[own]
         }
     )
 
@@ -139,6 +150,15 @@ def test_the_check_sees_imports_inside_functions(tmp_path, monkeypatch):
     assert _violations(fake) == [
         "apps/ingest/services.py:2 ingest imports apps.analysis.services"
         " (analysis is not below ingest)"
+    ]
+
+
+def test_the_check_sees_imports_of_the_project_package(monkeypatch):
+    fake = APPS / "lib" / "health.py"
+    source = "def f():\n    from apps.celery import app\n"
+    monkeypatch.setattr(Path, "read_text", lambda self, **kw: source)
+    assert _violations(fake) == [
+        "apps/lib/health.py:2 lib imports apps.celery (the project package is not below lib)"
     ]
 
 
