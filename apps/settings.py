@@ -18,6 +18,7 @@ import plotly
 from apps.lib.env import (
     SettingError,
     env_bool,
+    env_choice,
     env_float,
     env_int,
     env_list,
@@ -69,6 +70,7 @@ INSTALLED_APPS = [
     "apps.investigation",
     "apps.postmortems",
     "apps.api",
+    "apps.demo",
 ]
 
 MIDDLEWARE = [
@@ -158,13 +160,13 @@ STATICFILES_DIRS = [
 WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = VAR_DIR / "media"
 
-_storage = env_str("RANKSCOPE_STORAGE", "filesystem")
+_storage = env_choice("RANKSCOPE_STORAGE", "filesystem", choices=("filesystem", "s3"))
 if _storage == "filesystem":
     _default_storage = {
         "BACKEND": "django.core.files.storage.FileSystemStorage",
         "OPTIONS": {"location": str(MEDIA_ROOT)},
     }
-elif _storage == "s3":
+else:  # s3
     _default_storage = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
@@ -178,8 +180,6 @@ elif _storage == "s3":
             "default_acl": None,
         },
     }
-else:
-    raise SettingError("RANKSCOPE_STORAGE", _storage, "filesystem or s3")
 # S3 writes stream in parts of this size: one part is in memory per upload at a time.
 RANKSCOPE_S3_PART_BYTES = env_int("RANKSCOPE_S3_PART_BYTES", 16 * 1024**2, minimum=5 * 1024**2)
 # The auditor aborts multipart uploads begun this long ago and never finished (the
@@ -209,6 +209,11 @@ RANKSCOPE_ARCHIVE_MAX_TOTAL_BYTES = env_int(
 )
 RANKSCOPE_ARCHIVE_MAX_MEMBERS = env_int("RANKSCOPE_ARCHIVE_MAX_MEMBERS", 20_000, minimum=1)
 RANKSCOPE_ARCHIVE_MAX_RATIO = env_float("RANKSCOPE_ARCHIVE_MAX_RATIO", 200.0, minimum=1.0)
+# The largest request body the API and the upload form accept (413 before bytes move);
+# by default the largest expanded archive.
+RANKSCOPE_API_MAX_REQUEST_BYTES = env_int(
+    "RANKSCOPE_API_MAX_REQUEST_BYTES", RANKSCOPE_ARCHIVE_MAX_TOTAL_BYTES, minimum=1
+)
 # Stored objects no artifact row points at (an upload whose row could not be written)
 # are deleted by the storage sweep once they are this old.
 RANKSCOPE_STORAGE_SWEEP_GRACE_SECONDS = env_int(
@@ -298,13 +303,52 @@ RANKSCOPE_AUDIT_SECONDS = env_float("RANKSCOPE_AUDIT_SECONDS", 30.0, minimum=1)
 # one whose heartbeat went quiet this long (its worker died) is re-queued.
 RANKSCOPE_ANALYSIS_QUEUED_SECONDS = env_int("RANKSCOPE_ANALYSIS_QUEUED_SECONDS", 90, minimum=1)
 RANKSCOPE_ANALYSIS_STALE_SECONDS = env_int("RANKSCOPE_ANALYSIS_STALE_SECONDS", 60, minimum=1)
+# A running analysis touches its row's heartbeat this often, even inside one long analyzer.
+RANKSCOPE_ANALYSIS_HEARTBEAT_SECONDS = env_float(
+    "RANKSCOPE_ANALYSIS_HEARTBEAT_SECONDS", 10.0, minimum=0.1
+)
+if RANKSCOPE_ANALYSIS_STALE_SECONDS < 2 * RANKSCOPE_ANALYSIS_HEARTBEAT_SECONDS:
+    # Otherwise a live analysis between two beats would look dead and be re-queued.
+    raise SettingError(
+        "RANKSCOPE_ANALYSIS_STALE_SECONDS",
+        str(RANKSCOPE_ANALYSIS_STALE_SECONDS),
+        "at least twice RANKSCOPE_ANALYSIS_HEARTBEAT_SECONDS"
+        f" ({RANKSCOPE_ANALYSIS_HEARTBEAT_SECONDS:g})",
+    )
+# The analysis task's own limits (an analysis of thousands of ranks may need longer than
+# a parse); by default the Celery task limits.
+RANKSCOPE_ANALYSIS_SOFT_TIME_LIMIT = env_int(
+    "RANKSCOPE_ANALYSIS_SOFT_TIME_LIMIT", CELERY_TASK_SOFT_TIME_LIMIT, minimum=1
+)
+RANKSCOPE_ANALYSIS_TIME_LIMIT = env_int(
+    "RANKSCOPE_ANALYSIS_TIME_LIMIT", CELERY_TASK_TIME_LIMIT, minimum=1
+)
+for _soft, _hard, _name in (
+    (CELERY_TASK_SOFT_TIME_LIMIT, CELERY_TASK_TIME_LIMIT, "CELERY_TASK_SOFT_TIME_LIMIT"),
+    (
+        RANKSCOPE_ANALYSIS_SOFT_TIME_LIMIT,
+        RANKSCOPE_ANALYSIS_TIME_LIMIT,
+        "RANKSCOPE_ANALYSIS_SOFT_TIME_LIMIT",
+    ),
+):
+    if _soft >= _hard:
+        # The soft limit is what lets a task record why it stopped; past the hard one it
+        # is killed without a word.
+        raise SettingError(_name, str(_soft), f"fewer seconds than the hard time limit ({_hard})")
+# Files still pending (never handed to the queue: the broker was down) this long after
+# their upload are sent by the auditor.
+RANKSCOPE_ANALYSIS_PENDING_ARTIFACT_SECONDS = env_int(
+    "RANKSCOPE_ANALYSIS_PENDING_ARTIFACT_SECONDS", 60, minimum=0
+)
 _visibility = CELERY_BROKER_TRANSPORT_OPTIONS.get("visibility_timeout")
-if _visibility is not None and _visibility <= CELERY_TASK_TIME_LIMIT:
+_longest_task = max(CELERY_TASK_TIME_LIMIT, RANKSCOPE_ANALYSIS_TIME_LIMIT)
+if _visibility is not None and _visibility <= _longest_task:
     # Otherwise Redis hands a slow task to a second worker while the first still runs it.
     raise SettingError(
         "CELERY_VISIBILITY_TIMEOUT",
         str(_visibility),
-        f"more seconds than CELERY_TASK_TIME_LIMIT ({CELERY_TASK_TIME_LIMIT})",
+        "more seconds than the longest hard time limit"
+        f" (CELERY_TASK_TIME_LIMIT / RANKSCOPE_ANALYSIS_TIME_LIMIT: {_longest_task})",
     )
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # A worker keeps reconnecting through a broker outage of any length (Celery's default
@@ -374,5 +418,10 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": env_str("RANKSCOPE_LOG_LEVEL", "INFO")},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice(
+            "RANKSCOPE_LOG_LEVEL", "INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+        ),
+    },
 }

@@ -16,3 +16,6 @@ os.environ.setdefault(
 )
 
 from apps.settings import *  # noqa: F403
+
+# Test-only steps that can be slowed down in worker processes (see tests/slowdown.py).
+INSTALLED_APPS = [*INSTALLED_APPS, "tests.slowdown.SlowdownConfig"]  # noqa: F405

@@ -20,6 +20,14 @@ def test_a_task_runs_on_a_real_worker_over_redis(celery_worker_process, settings
 
 
 @pytest.mark.worker
+def test_healthz_with_worker_proves_a_worker_runs_tasks(celery_worker_process, client):
+    response = client.get("/healthz?worker=1")
+    body = response.json()
+    assert response.status_code == 200, (body, celery_worker_process.log()[-3000:])
+    assert body["ok"] and body["broker"]["ok"] and body["worker"]["ok"]
+
+
+@pytest.mark.worker
 def test_a_task_runs_on_a_real_worker_in_embedded_mode(tmp_path):
     """No server at all: SQLite, the filesystem broker and the file cache under one var dir."""
     import os

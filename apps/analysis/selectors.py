@@ -6,7 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from apps.analysis.models import AnalysisRun, Finding, RunStatus
+from apps.analysis.services import settle_key
 from apps.incidents.models import Incident
+from apps.ingest.models import DONE_STATUSES, ParseStatus
+from apps.ingest.selectors import incident_parse_counts
 from rankscope.document import read_document
 from rankscope.render import rank_ranges
 
@@ -38,8 +41,6 @@ def analysis_document_for_incident(*, incident: Incident) -> dict | None:
 
 
 def _parse_counts(incident: Incident) -> dict[str, int]:
-    from apps.ingest.selectors import incident_parse_counts
-
     return dict(incident_parse_counts(incident=incident))
 
 
@@ -83,7 +84,7 @@ class AnalysisPanel:
 
     @property
     def files_parsed(self) -> int:
-        return sum(self.parse_counts.get(s, 0) for s in ("parsed", "failed", "rejected"))
+        return sum(self.parse_counts.get(s, 0) for s in DONE_STATUSES)
 
     @property
     def parsing(self) -> bool:
@@ -126,11 +127,11 @@ def _run_is_pending(incident: Incident, run: AnalysisRun | None) -> bool:
     """Files are all parsed but the newest run does not cover them (a run is coming)."""
     from django.core.cache import cache
 
-    from apps.analysis.services import _settle_key
-
-    if cache.get(_settle_key(incident.pk)):
+    if cache.get(settle_key(incident.pk)):
         return True
-    stored = set(incident.artifacts.exclude(parse_status="rejected").values_list("pk", flat=True))
+    stored = set(
+        incident.artifacts.exclude(parse_status=ParseStatus.REJECTED).values_list("pk", flat=True)
+    )
     if not stored:
         return False
     return run is None or not stored <= {int(pk) for pk in run.inputs or []}

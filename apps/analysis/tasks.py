@@ -6,6 +6,7 @@ All route to the ``analysis`` queue (``apps.analysis.tasks.*`` in CELERY_TASK_RO
 from __future__ import annotations
 
 from celery import shared_task
+from django.conf import settings
 
 from apps.analysis import services
 
@@ -15,8 +16,8 @@ from apps.analysis import services
     name="apps.analysis.tasks.analysis_run",
     acks_late=True,
     reject_on_worker_lost=True,
-    soft_time_limit=services.analysis_soft_time_limit(),
-    time_limit=services.analysis_hard_time_limit(),
+    soft_time_limit=settings.RANKSCOPE_ANALYSIS_SOFT_TIME_LIMIT,
+    time_limit=settings.RANKSCOPE_ANALYSIS_TIME_LIMIT,
 )
 def analysis_run(self, run_id: int) -> None:
     """Execute one AnalysisRun.

@@ -49,9 +49,7 @@ def max_file_bytes() -> int:
 
 
 def max_request_bytes() -> int:
-    return int(getattr(settings, "RANKSCOPE_API_MAX_REQUEST_BYTES", 0)) or int(
-        settings.RANKSCOPE_ARCHIVE_MAX_TOTAL_BYTES
-    )
+    return settings.RANKSCOPE_API_MAX_REQUEST_BYTES
 
 
 def content_encoding(meta: dict[str, Any]) -> str:

@@ -10,8 +10,10 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
 from apps.accounts.models import Team
+from apps.analysis.services import analysis_request, analysis_settle_cancel
 from apps.incidents.models import Incident
 from apps.incidents.services import incident_create
+from apps.ingest.services import artifact_upload
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +58,7 @@ def analysis_after_ingest(*, incident: Incident, job_complete: bool) -> None:
     A node's post only arms the debounce (analysis waits until uploads go quiet); the
     controller epilog says the job is over, so analysis may start now.
     """
-    from apps.analysis.services import analysis_request, analysis_settle_cancel
-
-    settle = getattr(settings, "RANKSCOPE_ANALYSIS_SETTLE_SECONDS", 30.0)
+    settle = settings.RANKSCOPE_ANALYSIS_SETTLE_SECONDS
 
     def _request() -> None:
         if job_complete:
@@ -79,8 +79,6 @@ def upload_files(
     `prefix` (the node name for epilog posts) keeps same-named files of different nodes
     apart, e.g. ``node017/dmesg.txt``.
     """
-    from apps.ingest.services import artifact_upload
-
     outcomes: list[Any] = []
     for upload in files:
         name = f"{prefix}/{upload.name}" if prefix else upload.name

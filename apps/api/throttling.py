@@ -50,8 +50,8 @@ return {1, '0'}
 
 
 def _limits() -> tuple[float, int]:
-    rate = float(getattr(settings, "RANKSCOPE_API_RATE", 50.0))
-    burst = int(getattr(settings, "RANKSCOPE_API_BURST", 2048))
+    rate = settings.RANKSCOPE_API_RATE
+    burst = settings.RANKSCOPE_API_BURST
     return max(rate, 1e-6), max(burst, 1)
 
 

@@ -18,6 +18,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.analysis.selectors import analysis_document_for_incident, analysis_latest_for_incident
 from apps.api import selectors, serializers
 from apps.api.authentication import TokenUser
 from apps.api.idempotency import idempotent
@@ -28,6 +29,10 @@ from apps.api.permissions import INGEST
 from apps.api.services import upload_files
 from apps.incidents import services as incident_services
 from apps.incidents.models import Incident, Source
+from apps.ingest.selectors import artifact_list_for_incident, incident_parse_counts
+from apps.ingest.services import QUEUE_DOWN_NOTE, artifact_delete
+from apps.postmortems.selectors import postmortem_latest_for_incident
+from apps.postmortems.services import postmortem_render_markdown
 
 ERROR = serializers.ErrorSerializer
 IDEMPOTENCY_KEY = OpenApiParameter(
@@ -83,8 +88,6 @@ def serialize_outcomes(outcomes: list[Any]) -> list[dict[str, Any]]:
 
 def queue_note(body: dict[str, Any], outcomes: list[Any]) -> dict[str, Any]:
     """Add a ``note`` when some stored file could not be handed to the task queue."""
-    from apps.ingest.services import QUEUE_DOWN_NOTE
-
     if any(o.status == "stored" and QUEUE_DOWN_NOTE in (o.message or "") for o in outcomes):
         body["note"] = QUEUE_DOWN_NOTE
     return body
@@ -229,7 +232,6 @@ class ArtifactListView(APIView):
     )
     def get(self, request: Request, code: str) -> Response:
         incident = selectors.incident_get_for_principal(user=request.user, code=code)
-        from apps.ingest.selectors import artifact_list_for_incident
 
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(
@@ -305,7 +307,6 @@ class ArtifactDetailView(APIView):
         artifact = incident.artifacts.filter(code=artifact_code).first()
         if artifact is None:
             raise Http404("No such artifact")
-        from apps.ingest.services import artifact_delete
 
         actor = None if isinstance(request.user, TokenUser) else request.user
         artifact_delete(artifact=artifact, actor=actor)
@@ -320,8 +321,6 @@ class AnalysisStatusView(APIView):
     )
     def get(self, request: Request, code: str) -> Response:
         incident = selectors.incident_get_for_principal(user=request.user, code=code)
-        from apps.analysis.selectors import analysis_latest_for_incident
-        from apps.ingest.selectors import incident_parse_counts
 
         run = analysis_latest_for_incident(incident=incident)
         names = [
@@ -350,7 +349,6 @@ class TriageView(APIView):
     )
     def get(self, request: Request, code: str) -> Response:
         incident = selectors.incident_get_for_principal(user=request.user, code=code)
-        from apps.analysis.selectors import analysis_document_for_incident
 
         document = analysis_document_for_incident(incident=incident)
         if document is None:
@@ -366,7 +364,6 @@ class FindingListView(APIView):
     )
     def get(self, request: Request, code: str) -> Response:
         incident = selectors.incident_get_for_principal(user=request.user, code=code)
-        from apps.analysis.selectors import analysis_latest_for_incident
 
         run = analysis_latest_for_incident(incident=incident)
         findings = run.findings.order_by("order", "pk") if run is not None else []
@@ -385,11 +382,6 @@ class PostmortemMarkdownView(APIView):
     )
     def get(self, request: Request, code: str) -> HttpResponse | Response:
         incident = selectors.incident_get_for_principal(user=request.user, code=code)
-        try:
-            from apps.postmortems.selectors import postmortem_latest_for_incident
-            from apps.postmortems.services import postmortem_render_markdown
-        except ImportError:
-            raise Http404("No post-mortem yet") from None
         postmortem = postmortem_latest_for_incident(incident=incident)
         if postmortem is None:
             raise Http404("No post-mortem yet")

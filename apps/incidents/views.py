@@ -11,7 +11,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from apps.accounts.selectors import team_list_for_user
-from apps.incidents import selectors, services
+from apps.incidents import selectors, services, signals
 from apps.incidents.forms import IncidentFilterForm, IncidentForm, PhaseForm, StatusForm
 from apps.incidents.models import Incident, Phase, Status
 
@@ -72,9 +72,11 @@ def incident_page_response(
     extra: dict[str, Any] | None = None,
     status: int = 200,
 ) -> HttpResponse:
-    """The incident page; a refused POST renders it again with its errors in `extra`."""
-    from apps.investigation.page import incident_page_context
+    """The incident page; a refused POST renders it again with its errors in `extra`.
 
+    The sections that belong to the apps above (the analysis verdict, the investigation
+    steps) are added by their receivers of ``signals.incident_page_requested``.
+    """
     context = {
         "incident": incident,
         "phases": selectors.incident_phase_durations(incident=incident),
@@ -82,9 +84,12 @@ def incident_page_response(
         "statuses": Status,
         "phase_choices": Phase.choices,
         "phase_form": PhaseForm(),
-        **incident_page_context(incident=incident),
-        **(extra or {}),
     }
+    for _receiver, sections in signals.incident_page_requested.send(
+        sender=Incident, incident=incident, request=request
+    ):
+        context.update(sections or {})
+    context.update(extra or {})
     return render(request, "incidents/detail.html", context, status=status)
 
 

@@ -31,7 +31,10 @@ class ParseStatus(models.TextChoices):
     REJECTED = "rejected", "Rejected"
 
 
+# The one definition of "still on its way" and "done" for a file's parse: the upload
+# list, the parse fan-in, the analysis request and the analysis panel all read these.
 ACTIVE_STATUSES = (ParseStatus.PENDING, ParseStatus.QUEUED, ParseStatus.PARSING)
+DONE_STATUSES = (ParseStatus.PARSED, ParseStatus.FAILED, ParseStatus.REJECTED)
 
 
 class Artifact(models.Model):

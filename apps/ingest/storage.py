@@ -33,6 +33,11 @@ from django.core.files import File
 from django.core.files.storage import default_storage
 from django.utils.functional import empty
 
+
+class StorageUnavailable(Exception):
+    """Storage could not be reached or written: transient, the task retries."""
+
+
 log = logging.getLogger(__name__)
 
 # What a failing store raises: the filesystem's OSError, S3's client and transport errors.
@@ -82,8 +87,8 @@ def _client_and_key(key: str) -> tuple[Any, str, str]:
 
 
 def _part_size(expected_size: int | None = None) -> int:
-    part = max(MIN_PART, int(getattr(settings, "RANKSCOPE_S3_PART_BYTES", 16 << 20)))
-    limit = expected_size or int(getattr(settings, "RANKSCOPE_MAX_FILE_BYTES", 4 << 30))
+    part = max(MIN_PART, settings.RANKSCOPE_S3_PART_BYTES)
+    limit = expected_size or settings.RANKSCOPE_MAX_FILE_BYTES
     while limit // part >= MAX_PARTS:  # a huge file: bigger parts, never over 10,000
         part *= 2
     return part

@@ -9,8 +9,9 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError
 
 from apps.ingest import services
+from apps.ingest.storage import StorageUnavailable
 
-TRANSIENT = (OperationalError, InterfaceError, services.StorageUnavailable)
+TRANSIENT = (OperationalError, InterfaceError, StorageUnavailable)
 MAX_RETRIES = 5
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from apps.analysis.selectors import analysis_seen_for_incident
 from apps.incidents.models import PHASE_ORDER, Incident, Phase
 from apps.investigation import protocol, selectors
 from apps.investigation.views import section_context
@@ -25,8 +26,6 @@ def incident_page_context(*, incident: Incident) -> dict[str, Any]:
         }
         for i, p in enumerate(PHASE_ORDER)
     ]
-    from apps.analysis.selectors import analysis_seen_for_incident
-
     return {
         **section_context(incident=incident, doc=doc),
         "analysis_seen": analysis_seen_for_incident(incident=incident),

@@ -12,7 +12,9 @@ from typing import Any
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
 
+from apps.analysis.selectors import analysis_document_for_incident
 from apps.incidents.models import Incident
+from apps.ingest.selectors import artifact_list_for_incident, artifact_metrics
 from apps.investigation import protocol
 from apps.investigation.models import (
     ActionItem,
@@ -23,6 +25,7 @@ from apps.investigation.models import (
     WhyStep,
 )
 from rankscope.document import read_document
+from rankscope.metrics import MetricsTable
 from rankscope.render import rank_ranges
 
 logger = logging.getLogger(__name__)
@@ -45,11 +48,7 @@ def action_item_get(*, incident: Incident, code: str) -> ActionItem:
 
 
 def analysis_document(*, incident: Incident) -> dict[str, Any] | None:
-    """The latest triage document, or None while there is none (or analysis is absent)."""
-    try:
-        from apps.analysis.selectors import analysis_document_for_incident
-    except ImportError:  # the analysis app is not deployed in this build
-        return None
+    """The latest triage document, or None while there is none."""
     return analysis_document_for_incident(incident=incident)
 
 
@@ -263,10 +262,6 @@ def investigation_records(*, incident: Incident) -> dict[str, Any]:
 
 def incident_metrics_tables(*, incident: Incident) -> list[tuple[Any, Any]]:
     """(artifact, MetricsTable) for each parsed metrics artifact of the incident."""
-    try:
-        from apps.ingest.selectors import artifact_list_for_incident, artifact_metrics
-    except ImportError:
-        return []
     out = []
     for artifact in artifact_list_for_incident(incident=incident):
         if not getattr(artifact, "metrics_key", ""):
@@ -286,8 +281,6 @@ def incident_metrics_table(*, incident: Incident) -> Any | None:
     tables = [t for _, t in incident_metrics_tables(incident=incident)]
     if not tables:
         return None
-    from rankscope.metrics import MetricsTable
-
     return MetricsTable.concat(tables)
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import logging
 
+from celery import current_app
+
 log = logging.getLogger(__name__)
 
 
 def queue_depth(name: str) -> int | None:
     """Messages waiting in queue ``name`` (not those a worker already took), or None
     when it cannot be told (broker down, a transport that does not say)."""
-    from apps.celery import app
-
     try:
-        with app.connection_for_write() as conn:
+        with current_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1)
             size = getattr(conn.default_channel, "_size", None)
             if size is None:

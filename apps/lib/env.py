@@ -61,6 +61,17 @@ def env_float(name: str, default: float, *, minimum: float | None = None) -> flo
     return value
 
 
+def env_choice(name: str, default: str, *, choices: tuple[str, ...]) -> str:
+    """One of ``choices`` (compared as written, after trimming)."""
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    value = raw.strip()
+    if value not in choices:
+        raise SettingError(name, raw, "one of " + ", ".join(choices))
+    return value
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     raw = os.environ.get(name)
     if raw is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
+from celery import current_app
 from django.core.cache import cache
 from django.db import connection
 from django.http import HttpRequest, JsonResponse
@@ -27,11 +28,9 @@ def _check_database() -> dict:
 
 
 def _check_broker() -> dict:
-    from apps.celery import app
-
     started = time.monotonic()
     try:
-        with app.connection_for_write() as conn:
+        with current_app.connection_for_write() as conn:
             conn.ensure_connection(max_retries=1, timeout=2)
             transport = conn.transport.driver_type
     except Exception as exc:
@@ -44,12 +43,11 @@ def _check_broker() -> dict:
 
 
 def _check_worker(timeout: float = 10.0) -> dict:
-    from apps.celery import ping
-
     token = uuid.uuid4().hex
     started = time.monotonic()
     try:
-        ping.apply_async(args=[token], queue="default")
+        # By name: the task is the project's (apps/celery.py), below which this module sits.
+        current_app.send_task("rankscope.ping", args=[token], queue="default")
     except Exception as exc:
         return {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
     while time.monotonic() - started < timeout:

@@ -82,9 +82,7 @@ def _refuse(start_response: Callable, status: str, detail: str, code: str) -> It
 
 
 def _max_request_bytes() -> int:
-    return int(getattr(settings, "RANKSCOPE_API_MAX_REQUEST_BYTES", 0) or 0) or int(
-        settings.RANKSCOPE_ARCHIVE_MAX_TOTAL_BYTES
-    )
+    return settings.RANKSCOPE_API_MAX_REQUEST_BYTES
 
 
 class RequestBodyMiddleware:
@@ -94,7 +92,7 @@ class RequestBodyMiddleware:
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         sock = environ.get("gunicorn.socket")
         prior = None
-        timeout = float(getattr(settings, "RANKSCOPE_REQUEST_BODY_TIMEOUT", 30.0))
+        timeout = settings.RANKSCOPE_REQUEST_BODY_TIMEOUT
         if sock is not None and timeout > 0:
             try:
                 prior = sock.gettimeout()

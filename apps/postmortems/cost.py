@@ -117,88 +117,25 @@ def _num(value: float) -> str:
 
 
 def cost_compute(inputs: CostInputs) -> CostResult:
-    """Apply the formula to ``inputs``; raise CostInputError on out-of-range input."""
+    """Apply the formula to ``inputs``; raise CostInputError on out-of-range input.
+
+    Each step appends its arithmetic to ``steps`` and what it lacked to ``missing``, in
+    the order the report prints them.
+    """
     inputs.validate()
     missing: list[str] = []
     steps: list[str] = []
-
-    if inputs.waste_fraction is not None:
-        waste: float | None = inputs.waste_fraction
-        source = "entered"
-        steps.append(f"waste fraction = {_num(waste)} (entered)")
-    elif inputs.baseline_throughput and inputs.degraded_throughput is not None:
-        # A "degraded" throughput above the baseline wastes nothing, not a negative amount.
-        waste = max(0.0, 1 - inputs.degraded_throughput / inputs.baseline_throughput)
-        source = "throughput"
-        steps.append(
-            f"waste fraction = 1 − {_num(inputs.degraded_throughput)} / "
-            f"{_num(inputs.baseline_throughput)} = {_num(round(waste, 4))}"
-        )
-    else:
-        waste = None
-        source = "missing"
-        missing.append("waste_fraction")
-
+    waste, source = _waste_fraction(inputs, steps, missing)
     gpus = inputs.gpu_count or 0
     if not inputs.gpu_count:
         missing.append("gpu_count")
-
-    degraded = 0.0
-    if inputs.degraded_hours:
-        if waste is None:
-            missing.append("degraded_hours × waste fraction")
-        else:
-            degraded = gpus * inputs.degraded_hours * waste
-            steps.append(
-                f"degraded GPU-hours = {gpus:,} × {_num(inputs.degraded_hours)} h × "
-                f"{_num(round(waste, 4))} = {_num(round(degraded, 2))}"
-            )
-    downtime = gpus * (inputs.downtime_hours or 0.0)
-    if inputs.downtime_hours:
-        steps.append(
-            f"downtime GPU-hours = {gpus:,} × {_num(inputs.downtime_hours)} h = "
-            f"{_num(round(downtime, 2))}"
-        )
-    recompute = 0.0
-    if inputs.steps_since_checkpoint:
-        if inputs.step_time_seconds is None:
-            missing.append("step_time_seconds")
-        else:
-            recompute = inputs.steps_since_checkpoint * inputs.step_time_seconds / 3600 * gpus
-            steps.append(
-                f"recomputed GPU-hours = {inputs.steps_since_checkpoint:,} steps × "
-                f"{_num(inputs.step_time_seconds)} s / 3600 × {gpus:,} = "
-                f"{_num(round(recompute, 2))}"
-            )
+    degraded = _degraded_gpu_hours(inputs, gpus, waste, steps, missing)
+    downtime = _downtime_gpu_hours(inputs, gpus, steps)
+    recompute = _recompute_gpu_hours(inputs, gpus, steps, missing)
     total = degraded + downtime + recompute
     steps.append(f"GPU-hours lost = {_num(round(total, 2))}")
-
-    cost = None
-    if inputs.gpu_hour_usd is None:
-        missing.append("gpu_hour_usd")
-    else:
-        cost = total * inputs.gpu_hour_usd
-        steps.append(
-            f"cost = {_num(round(total, 2))} × ${_num(inputs.gpu_hour_usd)} = ${cost:,.2f}"
-        )
-
-    undetected_hours = None
-    undetected_cost = None
-    if inputs.remaining_run_hours is not None and waste is not None and inputs.gpu_count:
-        undetected_hours = gpus * inputs.remaining_run_hours * waste
-        steps.append(
-            f"GPU-hours if undetected = {gpus:,} × {_num(inputs.remaining_run_hours)} h × "
-            f"{_num(round(waste, 4))} = {_num(round(undetected_hours, 2))}"
-        )
-        if inputs.gpu_hour_usd is not None:
-            undetected_cost = undetected_hours * inputs.gpu_hour_usd
-            steps.append(
-                f"cost if undetected = {_num(round(undetected_hours, 2))} × "
-                f"${_num(inputs.gpu_hour_usd)} = ${undetected_cost:,.2f}"
-            )
-    elif inputs.remaining_run_hours is None:
-        missing.append("remaining_run_hours")
-
+    cost = _price(inputs, total, "cost", steps, missing)
+    undetected_hours, undetected_cost = _undetected(inputs, gpus, waste, steps, missing)
     return CostResult(
         inputs=inputs,
         waste_fraction=waste,
@@ -213,3 +150,96 @@ def cost_compute(inputs: CostInputs) -> CostResult:
         missing=missing,
         steps=steps,
     )
+
+
+def _waste_fraction(
+    inputs: CostInputs, steps: list[str], missing: list[str]
+) -> tuple[float | None, str]:
+    """The share of the GPUs' work wasted while degraded, and where it came from."""
+    if inputs.waste_fraction is not None:
+        steps.append(f"waste fraction = {_num(inputs.waste_fraction)} (entered)")
+        return inputs.waste_fraction, "entered"
+    if inputs.baseline_throughput and inputs.degraded_throughput is not None:
+        # A "degraded" throughput above the baseline wastes nothing, not a negative amount.
+        waste = max(0.0, 1 - inputs.degraded_throughput / inputs.baseline_throughput)
+        steps.append(
+            f"waste fraction = 1 − {_num(inputs.degraded_throughput)} / "
+            f"{_num(inputs.baseline_throughput)} = {_num(round(waste, 4))}"
+        )
+        return waste, "throughput"
+    missing.append("waste_fraction")
+    return None, "missing"
+
+
+def _degraded_gpu_hours(
+    inputs: CostInputs, gpus: int, waste: float | None, steps: list[str], missing: list[str]
+) -> float:
+    if not inputs.degraded_hours:
+        return 0.0
+    if waste is None:
+        missing.append("degraded_hours × waste fraction")
+        return 0.0
+    degraded = gpus * inputs.degraded_hours * waste
+    steps.append(
+        f"degraded GPU-hours = {gpus:,} × {_num(inputs.degraded_hours)} h × "
+        f"{_num(round(waste, 4))} = {_num(round(degraded, 2))}"
+    )
+    return degraded
+
+
+def _downtime_gpu_hours(inputs: CostInputs, gpus: int, steps: list[str]) -> float:
+    downtime = gpus * (inputs.downtime_hours or 0.0)
+    if inputs.downtime_hours:
+        steps.append(
+            f"downtime GPU-hours = {gpus:,} × {_num(inputs.downtime_hours)} h = "
+            f"{_num(round(downtime, 2))}"
+        )
+    return downtime
+
+
+def _recompute_gpu_hours(
+    inputs: CostInputs, gpus: int, steps: list[str], missing: list[str]
+) -> float:
+    """GPU-hours spent again on the steps since the last checkpoint."""
+    if not inputs.steps_since_checkpoint:
+        return 0.0
+    if inputs.step_time_seconds is None:
+        missing.append("step_time_seconds")
+        return 0.0
+    recompute = inputs.steps_since_checkpoint * inputs.step_time_seconds / 3600 * gpus
+    steps.append(
+        f"recomputed GPU-hours = {inputs.steps_since_checkpoint:,} steps × "
+        f"{_num(inputs.step_time_seconds)} s / 3600 × {gpus:,} = "
+        f"{_num(round(recompute, 2))}"
+    )
+    return recompute
+
+
+def _price(
+    inputs: CostInputs, total: float, label: str, steps: list[str], missing: list[str] | None
+) -> float | None:
+    """``total`` GPU-hours at the GPU-hour price (None without a price)."""
+    if inputs.gpu_hour_usd is None:
+        if missing is not None:
+            missing.append("gpu_hour_usd")
+        return None
+    cost = total * inputs.gpu_hour_usd
+    steps.append(f"{label} = {_num(round(total, 2))} × ${_num(inputs.gpu_hour_usd)} = ${cost:,.2f}")
+    return cost
+
+
+def _undetected(
+    inputs: CostInputs, gpus: int, waste: float | None, steps: list[str], missing: list[str]
+) -> tuple[float | None, float | None]:
+    """GPU-hours and cost had the job run degraded for the rest of its planned time."""
+    if inputs.remaining_run_hours is None:
+        missing.append("remaining_run_hours")
+        return None, None
+    if waste is None or not inputs.gpu_count:
+        return None, None
+    hours = gpus * inputs.remaining_run_hours * waste
+    steps.append(
+        f"GPU-hours if undetected = {gpus:,} × {_num(inputs.remaining_run_hours)} h × "
+        f"{_num(round(waste, 4))} = {_num(round(hours, 2))}"
+    )
+    return hours, _price(inputs, hours, "cost if undetected", steps, None)

@@ -12,11 +12,10 @@ import contextvars
 import datetime as dt
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
-from zoneinfo import ZoneInfo
 
-from django.conf import settings
-
+from apps.lib.timefmt import format_time
 from apps.postmortems.cost import FORMULA_LINES, INPUT_LABELS, CostResult
 from apps.postmortems.formatting import (
     fmt_duration,
@@ -62,24 +61,6 @@ def _iso_seconds(value: Any) -> Any:
         return dt.datetime.fromisoformat(str(value)).isoformat(timespec="seconds")
     except ValueError:
         return value
-
-
-def format_time(value: Any) -> str:
-    """A stored time to the second: "2026-11-21 13:00:03 UTC" for aware times (shown in the
-    server's time zone), "2026-11-21 13:00:03" for log times (the logs' own clock)."""
-    if value in (None, ""):
-        return "—"
-    if isinstance(value, dt.datetime):
-        when = value
-    else:
-        try:
-            when = dt.datetime.fromisoformat(str(value))
-        except ValueError:
-            return str(value)
-    if when.tzinfo is None:
-        return when.strftime("%Y-%m-%d %H:%M:%S")
-    when = when.astimezone(ZoneInfo(settings.TIME_ZONE))
-    return when.strftime("%Y-%m-%d %H:%M:%S ") + (when.tzname() or "")
 
 
 _t = format_time
@@ -156,16 +137,43 @@ def render(ctx: dict[str, Any]) -> str:
         _LINKER.reset(token)
 
 
+@dataclass(frozen=True, slots=True)
+class _Doc:
+    """What every section of the text reads."""
+
+    pm: Any
+    ctx: dict[str, Any]
+    snap: dict[str, Any]
+    inc: dict[str, Any]
+    cost: CostResult | None
+    job_ids: list[Any]
+    # Optional sections: a published text says so plainly instead of "not written yet".
+    optional_empty: str
+
+
 def _render(ctx: dict[str, Any]) -> str:
     pm = ctx["postmortem"]
-    # Optional sections: a published text says so plainly instead of "not written yet".
-    optional_empty = "_Nothing recorded._" if pm.status == "published" else "_Not written yet._"
     snap: dict[str, Any] = pm.snapshot or {}
     inc = snap.get("incident") or {}
-    cost: CostResult | None = ctx.get("cost")
+    d = _Doc(
+        pm=pm,
+        ctx=ctx,
+        snap=snap,
+        inc=inc,
+        cost=ctx.get("cost"),
+        job_ids=[j for j in [inc.get("job_id"), inc.get("run_key")] if j],
+        optional_empty="_Nothing recorded._" if pm.status == "published" else "_Not written yet._",
+    )
     out: list[str] = []
-    job_ids = [j for j in [inc.get("job_id"), inc.get("run_key")] if j]
+    for section in _SECTIONS:
+        out += section(d)
+    return "\n".join(out)
 
+
+def _front_matter(d: _Doc) -> list[str]:
+    """YAML front matter, the title and the summary table."""
+    pm, snap, inc, cost, ctx, job_ids = d.pm, d.snap, d.inc, d.cost, d.ctx, d.job_ids
+    out: list[str] = []
     out += [
         "---",
         f"title: {_yaml(pm.title)}",
@@ -202,7 +210,13 @@ def _render(ctx: dict[str, Any]) -> str:
         ],
     )
     out.append("")
+    return out
 
+
+def _summary_and_impact(d: _Doc) -> list[str]:
+    """Summary, impact, milestones and the detect / mitigate / resolve intervals."""
+    pm, snap = d.pm, d.snap
+    out: list[str] = []
     out += ["## Summary", "", *_para(pm.summary)]
 
     out += ["## Impact", "", *_para(pm.impact)]
@@ -225,7 +239,13 @@ def _render(ctx: dict[str, Any]) -> str:
         ],
     )
     out.append("")
+    return out
 
+
+def _cost(d: _Doc) -> list[str]:
+    """The cost method, its inputs with their sources, the result and the arithmetic."""
+    cost, ctx = d.cost, d.ctx
+    out: list[str] = []
     out += ["## Cost", "", "Method:", ""]
     out += [f"- {line}" for line in FORMULA_LINES]
     out.append("")
@@ -279,11 +299,23 @@ def _render(ctx: dict[str, Any]) -> str:
             labels = {name: label for name, label, _ in INPUT_LABELS}
             missing = ", ".join(labels.get(m, m) for m in cost.missing)
             out += [f"Missing inputs (their terms count as zero): {md_cell(missing)}", ""]
+    return out
 
+
+def _narrative(d: _Doc) -> list[str]:
+    """Trigger, detection, response: the text people wrote."""
+    pm = d.pm
+    out: list[str] = []
     out += ["## Trigger and leadup", "", *_para(pm.trigger)]
     out += ["## Detection", "", *_para(pm.detection)]
     out += ["## Response and recovery", "", *_para(pm.response)]
+    return out
 
+
+def _timeline(d: _Doc) -> list[str]:
+    """The incident's timeline, then the events read from the logs."""
+    snap = d.snap
+    out: list[str] = []
     out += ["## Timeline", ""]
     timeline = snap.get("timeline") or []
     if timeline:
@@ -318,7 +350,13 @@ def _render(ctx: dict[str, Any]) -> str:
             ],
         )
         out.append("")
+    return out
 
+
+def _technical_analysis(d: _Doc) -> list[str]:
+    """Triage, localization (with the NCCL state per rank) and the findings."""
+    snap = d.snap
+    out: list[str] = []
     out += ["## Technical analysis", "", "### Triage", ""]
     triage = snap.get("triage") or {}
     if (snap.get("analysis") or {}).get("available"):
@@ -384,7 +422,13 @@ def _render(ctx: dict[str, Any]) -> str:
             ],
         )
         out.append("")
+    return out
 
+
+def _hypotheses(d: _Doc) -> list[str]:
+    """Hypotheses and their tests, or the analysis' untested proposals."""
+    snap = d.snap
+    out: list[str] = []
     out += ["## Hypotheses and tests", ""]
     hypotheses = snap.get("hypotheses") or []
     if hypotheses:
@@ -413,7 +457,13 @@ def _render(ctx: dict[str, Any]) -> str:
     else:
         out.append("_No hypotheses recorded._")
     out.append("")
+    return out
 
+
+def _root_cause(d: _Doc) -> list[str]:
+    """The root cause, the causal chain from the logs, the Five Whys."""
+    pm, snap = d.pm, d.snap
+    out: list[str] = []
     out += ["## Root cause", "", *_para(pm.root_cause)]
     rca = snap.get("root_cause_analysis") or {}
     if rca.get("chain"):
@@ -440,12 +490,24 @@ def _render(ctx: dict[str, Any]) -> str:
                 + (f" — evidence: {refs}" if refs else "")
             )
         out.append("")
+    return out
 
+
+def _contributing_factors(d: _Doc) -> list[str]:
+    """Contributing factors."""
+    snap = d.snap
+    out: list[str] = []
     out += ["## Contributing factors", ""]
     factors = snap.get("contributing_factors") or []
     out += [f"- {md_cell(f)}" for f in factors] or ["_None recorded._"]
     out.append("")
+    return out
 
+
+def _fixes(d: _Doc) -> list[str]:
+    """Each fix and its verifications against the baseline."""
+    snap = d.snap
+    out: list[str] = []
     out += ["## Fix and verification", ""]
     fixes = snap.get("fixes") or []
     if not fixes:
@@ -495,7 +557,13 @@ def _render(ctx: dict[str, Any]) -> str:
             if rows:
                 out += _table(["Metric", "Baseline", "After fix", "Change", "Outcome"], rows)
                 out.append("")
+    return out
 
+
+def _action_items(d: _Doc) -> list[str]:
+    """Prevention action items."""
+    snap = d.snap
+    out: list[str] = []
     out += ["## Action items", ""]
     items = snap.get("action_items") or []
     if items:
@@ -516,11 +584,23 @@ def _render(ctx: dict[str, Any]) -> str:
     else:
         out.append("_No action items recorded._")
     out.append("")
+    return out
 
+
+def _reflection(d: _Doc) -> list[str]:
+    """What went well, what went wrong, where we got lucky."""
+    pm, optional_empty = d.pm, d.optional_empty
+    out: list[str] = []
     out += ["## What went well", "", *_para(pm.went_well, empty=optional_empty)]
     out += ["## What went wrong", "", *_para(pm.went_wrong, empty=optional_empty)]
     out += ["## Where we got lucky", "", *_para(pm.got_lucky, empty=optional_empty)]
+    return out
 
+
+def _lessons(d: _Doc) -> list[str]:
+    """Time spent per phase and the lessons."""
+    pm, ctx = d.pm, d.ctx
+    out: list[str] = []
     out += ["## Lessons learned", ""]
     phases = ctx.get("phases") or []
     total = sum(p["seconds"] for p in phases)
@@ -530,7 +610,13 @@ def _render(ctx: dict[str, Any]) -> str:
         + [["Total", fmt_duration(total), ""]],
     )
     out += ["", *_para(pm.lessons, empty="")]
+    return out
 
+
+def _similar(d: _Doc) -> list[str]:
+    """Similar incidents and what recurs."""
+    ctx = d.ctx
+    out: list[str] = []
     out += ["## Similar incidents", ""]
     similar = ctx.get("similar")
     if similar and similar.matches:
@@ -546,7 +632,13 @@ def _render(ctx: dict[str, Any]) -> str:
         out += ["_No similar incidents found._", ""]
     if similar and similar.recurring:
         out += ["Recurring:", ""] + [f"- {md_cell(r)}" for r in similar.recurring] + [""]
+    return out
 
+
+def _review_record(d: _Doc) -> list[str]:
+    """Approvals and revisions in time order."""
+    ctx = d.ctx
+    out: list[str] = []
     out += ["## Review record", ""]
     rows = [
         [_t(a["at"]), a["approver"], f"approved revision {a['revision']}"]
@@ -561,4 +653,24 @@ def _render(ctx: dict[str, Any]) -> str:
     else:
         out.append("_Not reviewed yet._")
     out.append("")
-    return "\n".join(out)
+    return out
+
+
+# The sections of the text, in reading order.
+_SECTIONS: tuple[Callable[[_Doc], list[str]], ...] = (
+    _front_matter,
+    _summary_and_impact,
+    _cost,
+    _narrative,
+    _timeline,
+    _technical_analysis,
+    _hypotheses,
+    _root_cause,
+    _contributing_factors,
+    _fixes,
+    _action_items,
+    _reflection,
+    _lessons,
+    _similar,
+    _review_record,
+)

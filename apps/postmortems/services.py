@@ -22,6 +22,7 @@ from django.utils import timezone
 from apps.accounts.selectors import user_is_team_lead
 from apps.incidents.models import Incident
 from apps.incidents.services import incident_event_add
+from apps.ingest.selectors import evidence_url
 from apps.postmortems import markdown, similarity
 from apps.postmortems.cost import CostInputError, CostInputs, CostResult, cost_compute
 from apps.postmortems.formatting import fmt_usd
@@ -37,6 +38,7 @@ from apps.postmortems.models import (
     ReviewComment,
     Status,
 )
+from apps.postmortems.selectors import similar_incidents
 from apps.postmortems.snapshot import analysis_latest, snapshot_build, snapshot_text
 
 MAX_TEXT = 50_000
@@ -485,8 +487,6 @@ def cost_shows_undetected(*, postmortem: PostMortem) -> bool:
 
 def postmortem_context(*, postmortem: PostMortem) -> dict[str, Any]:
     """Everything the page and the markdown show beyond the model's own fields."""
-    from apps.postmortems.selectors import similar_incidents
-
     cost, cost_error = postmortem_cost(postmortem=postmortem)
     snap = postmortem.snapshot or {}
     phases = [
@@ -531,8 +531,6 @@ def postmortem_render_markdown(*, postmortem: PostMortem, base_url: str = "") ->
     ``base_url`` ("https://rankscope.example/"): evidence references become links to the
     viewer at their line, so the pasted text still leads to the log.
     """
-    from apps.ingest.selectors import evidence_url
-
     ctx = postmortem_context(postmortem=postmortem)
     incident = postmortem.incident
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from django.utils import timezone
 
+from apps.analysis.models import AnalysisRun
+from apps.analysis.selectors import analysis_document_for_incident
 from apps.incidents.models import Incident, Phase
 from apps.incidents.selectors import incident_phase_durations
 from rankscope.document import read_document
@@ -39,10 +41,6 @@ def _user(user: Any) -> str:
 
 def analysis_latest(incident: Incident) -> tuple[str, dict[str, Any] | None]:
     """(run code, triage document) of the incident's latest successful analysis, or ("", None)."""
-    try:
-        from apps.analysis.models import AnalysisRun
-    except ImportError:
-        return "", None
     run = (
         AnalysisRun.objects.filter(incident=incident, status__in=("succeeded", "failed"))
         .exclude(document__isnull=True)
@@ -54,23 +52,14 @@ def analysis_latest(incident: Incident) -> tuple[str, dict[str, Any] | None]:
 
 
 def analysis_document(incident: Incident) -> dict[str, Any] | None:
-    """The incident's latest triage document, or None (no analysis yet, or no analysis app)."""
-    try:
-        from apps.analysis.selectors import analysis_document_for_incident
-    except ImportError:
-        return analysis_latest(incident)[1]
+    """The incident's latest triage document, or None (no analysis yet)."""
     return analysis_document_for_incident(incident=incident)
 
 
 def _related(incident: Incident, name: str) -> list[Any]:
-    """Rows of a reverse relation another app owns; [] until that app defines it."""
-    manager = getattr(incident, name, None)
-    if manager is None:
-        return []
-    try:
-        return list(manager.all())
-    except Exception:
-        return []
+    """Rows of a reverse relation the investigation app defines on Incident (hypotheses,
+    why_chains, fixes, action_items, contributing_factors): it is always installed."""
+    return list(getattr(incident, name).all())
 
 
 def _marker_for_event(kind: str, data: dict[str, Any], message: str) -> str:
@@ -414,23 +403,7 @@ def snapshot_build(*, incident: Incident, now: dt.datetime | None = None) -> dic
     return {
         "schema": SCHEMA,
         "taken_at": _iso(now),
-        "incident": {
-            "code": incident.code,
-            "title": incident.title,
-            "team": incident.team.name,
-            "cluster": incident.cluster,
-            "job_id": incident.job_id,
-            "run_key": incident.run_key,
-            "framework": incident.framework,
-            "gpu_count": incident.gpu_count,
-            "gpu_type": incident.gpu_type,
-            "gpu_hour_usd": _num(incident.gpu_hour_usd),
-            "remaining_run_hours": incident.remaining_run_hours,
-            "severity": incident.severity,
-            "status": incident.status,
-            "created_at": _iso(incident.created_at),
-            "created_by": _user(incident.created_by),
-        },
+        "incident": _incident_fields(incident),
         "analysis": {
             "available": doc is not None,
             "engine_version": view.raw.get("engine_version", ""),
@@ -477,6 +450,27 @@ def snapshot_build(*, incident: Incident, now: dt.datetime | None = None) -> dic
         "action_items": _action_items(incident),
         "recommendations": list(view.recommendations)[:20],
         "cost_prefill": _cost_prefill(incident, doc, shape, now),
+    }
+
+
+def _incident_fields(incident: Incident) -> dict[str, Any]:
+    """The incident as it stood when the snapshot was taken."""
+    return {
+        "code": incident.code,
+        "title": incident.title,
+        "team": incident.team.name,
+        "cluster": incident.cluster,
+        "job_id": incident.job_id,
+        "run_key": incident.run_key,
+        "framework": incident.framework,
+        "gpu_count": incident.gpu_count,
+        "gpu_type": incident.gpu_type,
+        "gpu_hour_usd": _num(incident.gpu_hour_usd),
+        "remaining_run_hours": incident.remaining_run_hours,
+        "severity": incident.severity,
+        "status": incident.status,
+        "created_at": _iso(incident.created_at),
+        "created_by": _user(incident.created_by),
     }
 
 

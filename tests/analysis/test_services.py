@@ -14,6 +14,8 @@ from django.utils import timezone
 import rankscope as engine
 from apps.analysis import services
 from apps.analysis.models import AnalysisRun, Finding, RunStatus
+from apps.analysis.services import execute as execute_step
+from apps.analysis.services import request as request_step
 from apps.incidents.models import IncidentEvent
 from apps.ingest.models import Artifact
 from rankscope import analyzers as engine_analyzers
@@ -71,7 +73,7 @@ def test_a_manual_rerun_makes_a_new_run_unless_one_is_active(incident, owner, jo
 def test_many_simultaneous_requests_make_exactly_one_run(incident, job, monkeypatch):
     sent: list[str] = []
     monkeypatch.setattr(
-        services, "_enqueue_on_commit", lambda run: sent.append(run.task_id)
+        request_step, "_enqueue_on_commit", lambda run: sent.append(run.task_id)
     )  # count enqueues without a broker; the commit path itself is covered by worker tests
     callers = 16
     barrier = threading.Barrier(callers)
@@ -286,7 +288,7 @@ def test_a_parse_result_missing_from_storage_is_reported_not_fatal(incident, job
 def test_progress_writes_are_throttled(incident, job, django_assert_max_num_queries):
     run = services.analysis_request(incident=incident, trigger="ingest")
     AnalysisRun.objects.filter(pk=run.pk).update(status=RunStatus.RUNNING)
-    progress = services._Progress(run.pk, run.task_id, total=1000)
+    progress = execute_step._Progress(run.pk, run.task_id, total=1000)
     with django_assert_max_num_queries(3):
         for i in range(1000):
             progress(i, f"step {i}")

@@ -13,6 +13,7 @@ from django.db import transaction
 
 from apps.analysis import services
 from apps.analysis.models import FINISHED, AnalysisRun, RunStatus
+from tests import slowdown
 from tests.analysis.conftest import add_job
 from tests.conftest import WorkerProcess, wait_for, worker_env
 
@@ -65,7 +66,7 @@ def test_a_run_whose_worker_was_killed_completes_on_a_new_worker_with_the_same_f
     add_job(clean, ranks=6, oom_rank=4)
 
     slow = WorkerProcess(queues="analysis", concurrency=1).start(
-        worker_env({services.TEST_SLOW_ENV: "2"})
+        worker_env({slowdown.ANALYSIS_SLEEP_ENV: "2"})
     )
     try:
         run = _request(killed)

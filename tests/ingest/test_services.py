@@ -17,7 +17,7 @@ import zstandard
 from django.core.files.storage import default_storage
 from django.db import connection
 
-from apps.ingest import selectors, services
+from apps.ingest import selectors, services, signals
 from apps.ingest.models import Artifact, ParseStatus, RankDigest
 from rankscope.archives import Limits
 from tests.conftest import ROOT, worker_env
@@ -273,7 +273,9 @@ def test_the_fan_in_requests_the_analysis_once_however_many_finish_together(
     transactional_db, incident, owner, monkeypatch
 ):
     calls = []
-    monkeypatch.setattr(services, "_request_analysis", lambda inc: calls.append(inc.pk))
+    monkeypatch.setattr(
+        signals.artifacts_parsed, "send", lambda sender, incident: calls.append(incident.pk)
+    )
     arts = [
         only(upload(incident, owner, logs.node_log(n), f"error-1-node-{n:02d}.out")).artifact
         for n in range(6)

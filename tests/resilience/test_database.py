@@ -21,6 +21,7 @@ from apps.incidents.services import incident_create
 from apps.ingest import services
 from apps.ingest.models import Artifact, ParseStatus, RankDigest
 from apps.lib.middleware import MESSAGE
+from tests import slowdown
 from tests.conftest import WorkerProcess, wait_for, worker_env
 from tests.ingest import logs
 from tests.resilience.conftest import terminate_backends, upload
@@ -137,7 +138,7 @@ def test_a_parse_task_whose_connection_is_terminated_retries_and_finishes(
     app.control.purge()
     incident = incident_create(team=team, title="database failover mid-parse", actor=owner)
     worker = WorkerProcess(queues="ingest", concurrency=1).start(
-        worker_env({services.TEST_SLOW_ENV: "1.5"})
+        worker_env({slowdown.PARSE_SLEEP_ENV: "1.5"})
     )
     try:
         artifact = upload(incident, owner, logs.node_log(1, hung_rank=13), "node-01.out")

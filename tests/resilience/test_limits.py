@@ -17,6 +17,7 @@ from django.utils import timezone
 from apps.incidents.services import incident_create
 from apps.ingest import services
 from apps.ingest.models import Artifact, ParseStatus, RankDigest
+from tests import slowdown
 from tests.conftest import WorkerProcess, purge_broker_queues, wait_for, worker_env
 from tests.ingest import logs
 from tests.resilience.conftest import upload
@@ -69,7 +70,7 @@ def test_a_parse_that_hits_the_soft_time_limit_is_marked_failed_saying_so(
             {
                 "CELERY_TASK_SOFT_TIME_LIMIT": "1",
                 "CELERY_TASK_TIME_LIMIT": "20",
-                services.TEST_SLOW_ENV: "10",
+                slowdown.PARSE_SLEEP_ENV: "10",
             }
         )
     )

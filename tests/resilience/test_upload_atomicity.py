@@ -20,6 +20,8 @@ from django.urls import reverse
 
 from apps.ingest import services, tasks
 from apps.ingest.models import Artifact, ParseStatus
+from apps.ingest.services import sweep
+from apps.ingest.services import upload as upload_services
 from tests.api.conftest import ApiClient
 from tests.ingest import logs
 from tests.resilience.conftest import terminate_backends
@@ -40,26 +42,26 @@ def _drop_own_connection() -> None:
 
 @contextlib.contextmanager
 def _drop_before_store(monkeypatch) -> Iterator[None]:
-    real = services.store_stream
+    real = upload_services.store_stream
 
     def store(**kwargs):
         _drop_own_connection()
         return real(**kwargs)
 
-    monkeypatch.setattr(services, "store_stream", store)
+    monkeypatch.setattr(upload_services, "store_stream", store)
     yield
 
 
 @contextlib.contextmanager
 def _drop_after_store(monkeypatch) -> Iterator[None]:
-    real = services.store_stream
+    real = upload_services.store_stream
 
     def store(**kwargs):
         out = real(**kwargs)
         _drop_own_connection()
         return out
 
-    monkeypatch.setattr(services, "store_stream", store)
+    monkeypatch.setattr(upload_services, "store_stream", store)
     yield
 
 
@@ -139,7 +141,7 @@ STEPS: dict[str, Callable] = {
 
 
 def _stored_objects(incident) -> list[str]:
-    return sorted(services._walk_storage(f"incidents/{incident.code}"))
+    return sorted(sweep._walk_storage(f"incidents/{incident.code}"))
 
 
 @pytest.mark.parametrize("step", list(STEPS))

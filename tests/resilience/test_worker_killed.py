@@ -19,6 +19,7 @@ from django.utils import timezone
 from apps.incidents.services import incident_create
 from apps.ingest import services
 from apps.ingest.models import Artifact, ParseStatus, RankDigest
+from tests import slowdown
 from tests.conftest import WorkerProcess, wait_for, worker_env
 from tests.ingest import logs
 from tests.resilience.conftest import parse_footprint, process_tree, sigkill, upload
@@ -63,7 +64,7 @@ def test_a_parse_whose_whole_worker_was_killed_is_finished_by_a_new_worker_with_
     settings.RANKSCOPE_PARSE_HEARTBEAT_STALE_SECONDS = STALE
     incident = incident_create(team=team, title="worker killed mid-parse", actor=owner)
     slow = WorkerProcess(queues="ingest", concurrency=1).start(
-        worker_env({services.TEST_SLOW_ENV: "60", "RANKSCOPE_PARSE_HEARTBEAT_SECONDS": "0.5"})
+        worker_env({slowdown.PARSE_SLEEP_ENV: "60", "RANKSCOPE_PARSE_HEARTBEAT_SECONDS": "0.5"})
     )
     try:
         artifact = upload(incident, owner, LOG, NAME)
@@ -127,7 +128,7 @@ def test_a_parse_whose_pool_process_was_killed_is_redelivered_at_once(
     app.control.purge()
     incident = incident_create(team=team, title="pool child killed mid-parse", actor=owner)
     worker = WorkerProcess(queues="ingest", concurrency=1).start(
-        worker_env({services.TEST_SLOW_ENV: "2"})
+        worker_env({slowdown.PARSE_SLEEP_ENV: "2"})
     )
     try:
         artifact = upload(incident, owner, LOG, NAME)

@@ -17,8 +17,8 @@ import pytest
 import yaml
 from django.core.cache import cache
 
-from apps.ingest import services
 from apps.ingest.models import Artifact, ParseStatus
+from tests import slowdown
 from tests.conftest import ROOT, wait_for, worker_env
 from tests.ingest import logs
 from tests.resilience.conftest import broker_switched_to, upload
@@ -76,7 +76,7 @@ def test_the_shipped_worker_survives_repeated_broker_outages(
                 {
                     "CELERY_BROKER_URL": redis_server.url,
                     "CACHE_URL": f"redis://127.0.0.1:{redis_server.port}/1",
-                    services.TEST_SLOW_ENV: "30",  # parses stay in flight through the outage
+                    slowdown.PARSE_SLEEP_ENV: "30",  # parses stay in flight through the outage
                 }
             ),
             stdout=log,

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 from django import template
 from django.urls import NoReverseMatch
 
+from apps.ingest.selectors import evidence_url
 from rankscope.render import rank_ranges as _rank_ranges
 
 register = template.Library()
@@ -19,8 +20,6 @@ register = template.Library()
 @register.simple_tag
 def analysis_evidence_url(incident, file: str, line: int | None) -> str:
     """The evidence viewer at that file and line; "" when the file is not stored."""
-    from apps.ingest.selectors import evidence_url
-
     try:
         return evidence_url(incident, file, line)
     except NoReverseMatch:

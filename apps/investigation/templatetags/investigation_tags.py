@@ -7,6 +7,9 @@ from typing import Any
 from django import template
 from django.utils.html import format_html, format_html_join
 
+from apps.ingest.selectors import evidence_url
+from apps.lib.timefmt import format_time
+
 register = template.Library()
 
 
@@ -19,13 +22,6 @@ def evidence_href(incident: Any, ref: Any) -> str:
     """
     if not isinstance(ref, dict) or not ref.get("file") or not ref.get("line"):
         return ""
-    try:
-        from apps.ingest.templatetags.evidence import evidence_url
-    except ImportError:
-        try:
-            from apps.ingest.selectors import evidence_url
-        except ImportError:
-            return ""
     try:
         return evidence_url(incident, ref["file"], ref["line"]) or ""
     except Exception:  # an unresolvable file is shown without a link, not as an error page
@@ -51,8 +47,6 @@ def lookup(mapping: Any, key: Any) -> Any:
 @register.filter
 def to_second(value: Any) -> str:
     """A stored time (ISO text or datetime) to the second, with its zone when it has one."""
-    from apps.postmortems.markdown import format_time
-
     return format_time(value)
 
 

@@ -15,6 +15,8 @@ from apps.accounts.models import Membership, Team
 from apps.incidents.models import Incident
 from apps.incidents.services import incident_create
 from apps.ingest.services import artifact_upload
+from rankscope.testing.generate import generate
+from rankscope.testing.step_metrics import FILE_NAME, write_step_metrics
 
 DEMO_USER = "demo"
 DEMO_PASSWORD = "rankscope-demo"  # noqa: S105 -- the demo account is public by design
@@ -75,12 +77,6 @@ class Command(BaseCommand):
         per-rank step metrics), ingested through the upload service. A file of that name
         already in the incident is not uploaded again, so re-running adds nothing, and a
         demo seeded before the metrics file existed gets just that file."""
-        try:
-            from rankscope.testing.generate import generate
-            from rankscope.testing.step_metrics import FILE_NAME, write_step_metrics
-        except ImportError:
-            self.stdout.write("The log generator is not available; the demo incident has no logs.")
-            return
         existing = set(incident.artifacts.values_list("original_name", flat=True))
         if FILE_NAME in existing:
             return
