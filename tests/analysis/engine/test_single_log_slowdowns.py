@@ -129,8 +129,8 @@ def test_transport_reader_keeps_the_first_line_of_each_fact() -> None:
 
 
 def _engine(tmp_path, name: str, text: str) -> dict:
-    from rankscope.cli import parse_paths
     from rankscope import analyze
+    from rankscope.cli import parse_paths
 
     p = tmp_path / name
     p.write_text(text)
