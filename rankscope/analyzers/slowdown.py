@@ -859,35 +859,9 @@ class SlowdownAnalyzer:
             switches=_shared_topology(ctx, slow_hosts, known),
         )
 
-    def _everywhere(
-        self,
-        ctx: Context,
-        fr: Frame,
-        *,
-        category: str,
-        part: str,
-        changes: dict[int, tuple[float, float]],
-        onset: dict[str, Any],
-        before: np.ndarray,
-        after: np.ndarray,
-        confidence: float,
-        why: str,
-    ) -> dict[str, Any]:
-        """A slowdown in which no rank or host stands out."""
-        return self._finish(
-            ctx,
-            fr,
-            category=category,
-            part=part,
-            ranks=[],
-            hosts=[],
-            changes=changes,
-            onset=onset,
-            before=before,
-            after=after,
-            confidence=confidence,
-            why=why,
-        )
+    def _everywhere(self, ctx: Context, fr: Frame, **claim: Any) -> dict[str, Any]:
+        """A slowdown in which no rank or host stands out (``_finish`` without ranks or hosts)."""
+        return self._finish(ctx, fr, ranks=[], hosts=[], **claim)
 
     # -- the finding ------------------------------------------------------------------
     def _finish(
@@ -916,16 +890,8 @@ class SlowdownAnalyzer:
         when = onset.get("time")
         title = _slow_title(
             fr,
-            category=category,
-            part=part,
-            ranks=ranks,
-            hosts=hosts,
-            changes=changes,
-            onset=onset,
-            why=why,
-            gpus=gpus,
-            waited_for=waited_for,
-            factor=factor,
+            _Claim(category, part, ranks, hosts, changes, onset, why, gpus, waited_for),
+            factor,
         )
         evs = _slow_evidence(fr, part, ranks, changes, onset, before, after, extra_ev)
         what = PART_WHAT[part]
@@ -1237,21 +1203,25 @@ def _where(
     return "the job"
 
 
-def _slow_title(
-    fr: Frame,
-    *,
-    category: str,
-    part: str,
-    ranks: list[int],
-    hosts: list[str],
-    changes: dict[int, tuple[float, float]],
-    onset: dict[str, Any],
-    why: str,
-    gpus: list[dict[str, Any]] | None,
-    waited_for: bool,
-    factor: float,
-) -> str:
+@dataclass
+class _Claim:
+    """What the finding says: which part of the step changed, where, and why."""
+
+    category: str
+    part: str
+    ranks: list[int]
+    hosts: list[str]
+    changes: dict[int, tuple[float, float]]
+    onset: dict[str, Any]
+    why: str
+    gpus: list[dict[str, Any]] | None
+    waited_for: bool
+
+
+def _slow_title(fr: Frame, c: _Claim, factor: float) -> str:
     """What rose (or fell) where, by how much, from when, in which pattern, and why."""
+    category, part, ranks, hosts = c.category, c.part, c.ranks, c.hosts
+    changes, onset, why, gpus, waited_for = c.changes, c.onset, c.why, c.gpus, c.waited_for
     what = PART_WHAT[part]
     where = _where(fr, part, ranks, hosts, gpus)
     when = onset.get("time")
