@@ -118,46 +118,11 @@ def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
     roles = rank_roles(doc)
     if not roles:
         return None
-    hosts: dict[str, list[int]] = {
-        h: sorted(int(r) for r in rs or [])
-        for h, rs in (read_document(doc).job.get("hosts") or {}).items()
-    }
-    placed = {r for rs in hosts.values() for r in rs}
-    unplaced = sorted(r for r in roles if r not in placed)
-    width = max([len(rs) for rs in hosts.values()] + [8])
+    rows, width = _rank_map_rows(doc, roles)
     # straggler scores (peers' median ÷ the rank's own time; 1 = typical), when metrics gave them
     scores = read_document(doc).localization.get("straggler_scores") or {}
-    rows: list[tuple[str, list[int]]] = sorted(
-        hosts.items(), key=lambda kv: (kv[1][0] if kv[1] else 1 << 30, kv[0])
-    )
-    # Ranks without a known host (often the missing ones) get rows of their own.
-    for i in range(0, len(unplaced), width):
-        chunk = unplaced[i : i + width]
-        rows.append((f"ranks {chunk[0]}-{chunk[-1]} (host unknown)", chunk))
-    z, text = [], []
-    for host, ranks in rows:
-        z_row: list[int | None] = []
-        t_row: list[str] = []
-        for local in range(width):
-            if local < len(ranks):
-                r = ranks[local]
-                role = roles.get(r, "healthy")
-                z_row.append(ROLES.index(role))
-                score = scores.get(str(r))
-                t_row.append(
-                    f"rank {r} · {_plain(host)} · local {local} · {role}"
-                    + (f" · straggler score {float(score):.2f}" if score is not None else "")
-                )
-            else:
-                z_row.append(None)
-                t_row.append("")
-        z.append(z_row)
-        text.append(t_row)
+    z, text = _rank_map_cells(rows, width, roles, scores)
     n = len(ROLES)
-    colorscale = []
-    for i, role in enumerate(ROLES):
-        colorscale.append([i / n, ROLE_COLOURS[role]])
-        colorscale.append([(i + 1) / n, ROLE_COLOURS[role]])
     counts = defaultdict(int)
     for role in roles.values():
         counts[role] += 1
@@ -172,7 +137,7 @@ def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
             "hoverinfo": "text",
             "zmin": -0.5,
             "zmax": n - 0.5,
-            "colorscale": colorscale,
+            "colorscale": _role_colorscale(),
             "xgap": 1,
             "ygap": 1,
             "colorbar": {
@@ -193,6 +158,66 @@ def rank_map_figure(doc: dict[str, Any] | None) -> dict[str, Any] | None:
         yaxis={"autorange": "reversed", "type": "category", "automargin": True},
     )
     return _figure("rank-map", "Rank map", data, layout, note=legend)
+
+
+def _rank_map_rows(
+    doc: dict[str, Any], roles: dict[int, str]
+) -> tuple[list[tuple[str, list[int]]], int]:
+    """One row per host (in rank order), then rows of ranks whose host is unknown; the width."""
+    hosts: dict[str, list[int]] = {
+        h: sorted(int(r) for r in rs or [])
+        for h, rs in (read_document(doc).job.get("hosts") or {}).items()
+    }
+    placed = {r for rs in hosts.values() for r in rs}
+    unplaced = sorted(r for r in roles if r not in placed)
+    width = max([len(rs) for rs in hosts.values()] + [8])
+    rows: list[tuple[str, list[int]]] = sorted(
+        hosts.items(), key=lambda kv: (kv[1][0] if kv[1] else 1 << 30, kv[0])
+    )
+    # Ranks without a known host (often the missing ones) get rows of their own.
+    for i in range(0, len(unplaced), width):
+        chunk = unplaced[i : i + width]
+        rows.append((f"ranks {chunk[0]}-{chunk[-1]} (host unknown)", chunk))
+    return rows, width
+
+
+def _rank_map_cells(
+    rows: list[tuple[str, list[int]]],
+    width: int,
+    roles: dict[int, str],
+    scores: dict[str, Any],
+) -> tuple[list[list[int | None]], list[list[str]]]:
+    """Each cell's role index and hover text."""
+    z, text = [], []
+    for host, ranks in rows:
+        z_row: list[int | None] = []
+        t_row: list[str] = []
+        for local in range(width):
+            if local < len(ranks):
+                r = ranks[local]
+                role = roles.get(r, "healthy")
+                z_row.append(ROLES.index(role))
+                score = scores.get(str(r))
+                t_row.append(
+                    f"rank {r} · {_plain(host)} · local {local} · {role}"
+                    + (f" · straggler score {float(score):.2f}" if score is not None else "")
+                )
+            else:
+                z_row.append(None)
+                t_row.append("")
+        z.append(z_row)
+        text.append(t_row)
+    return z, text
+
+
+def _role_colorscale() -> list[list[Any]]:
+    """One flat band of colour per role."""
+    n = len(ROLES)
+    colorscale = []
+    for i, role in enumerate(ROLES):
+        colorscale.append([i / n, ROLE_COLOURS[role]])
+        colorscale.append([(i + 1) / n, ROLE_COLOURS[role]])
+    return colorscale
 
 
 # ---------------------------------------------------------------- metrics helpers
@@ -313,54 +338,58 @@ def compute_comm_figure(table: Any) -> dict[str, Any] | None:
         xaxis={"title": {"text": "rank"}},
         yaxis={"title": {"text": "seconds"}},
     )
-    note = ""
-    if table.has("host"):
-        hosts = [h or "" for h in table.column("host")]
-        by_host: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
-        all_comp = _col(table, "compute_time")
-        all_comm = _col(table, "comm_time")
-        for h, c, m in zip(hosts, all_comp, all_comm, strict=False):
-            if h and math.isfinite(c) and math.isfinite(m):
-                acc = by_host[h]
-                acc[0] += c
-                acc[1] += m
-                acc[2] += 1
-        if len(by_host) > 1:
-            names = sorted(by_host)
-            data += [
-                {
-                    "type": "bar",
-                    "name": f"{part} (host)",
-                    "x": [_plain(n) for n in names],
-                    "y": [by_host[n][i] / by_host[n][2] for n in names],
-                    "xaxis": "x2",
-                    "yaxis": "y2",
-                    "marker": {"color": colour},
-                    "showlegend": False,
-                }
-                for i, part, colour in ((0, "compute", "#1f5fbf"), (1, "communication", "#f0a030"))
-            ]
-            layout.update(
-                height=560,
-                grid={"rows": 2, "columns": 1, "pattern": "independent"},
-                xaxis2={"title": {"text": "host"}, "type": "category"},
-                yaxis2={"title": {"text": "seconds"}},
-            )
-            per_host = {n: by_host[n][1] / by_host[n][2] for n in names}
-            worst = max(names, key=per_host.__getitem__)
-            median = float(np.median(list(per_host.values())))
-            ratio = per_host[worst] / median if median > 0 else 0.0
-            if ratio >= 1.2:
-                note = (
-                    f"{worst} spends {per_host[worst]:.2f} s per step communicating, "
-                    f"{ratio:.1f} times the median host ({median:.2f} s): look at its links first"
-                )
-            else:
-                note = (
-                    f"Communication time is even across hosts (at most {ratio:.1f} times the "
-                    "median): no single host's fabric stands out"
-                )
+    note = _host_comm_bars(table, data, layout) if table.has("host") else ""
     return _figure("compute-comm", "Compute vs communication", data, layout, note=note)
+
+
+def _host_comm_bars(table: Any, data: list[dict[str, Any]], layout: dict[str, Any]) -> str:
+    """Per-host bars under the per-rank ones (when there are several hosts), and a note on
+    the host that communicates longest."""
+    hosts = [h or "" for h in table.column("host")]
+    by_host: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
+    all_comp = _col(table, "compute_time")
+    all_comm = _col(table, "comm_time")
+    for h, c, m in zip(hosts, all_comp, all_comm, strict=False):
+        if h and math.isfinite(c) and math.isfinite(m):
+            acc = by_host[h]
+            acc[0] += c
+            acc[1] += m
+            acc[2] += 1
+    if len(by_host) <= 1:
+        return ""
+    names = sorted(by_host)
+    data += [
+        {
+            "type": "bar",
+            "name": f"{part} (host)",
+            "x": [_plain(n) for n in names],
+            "y": [by_host[n][i] / by_host[n][2] for n in names],
+            "xaxis": "x2",
+            "yaxis": "y2",
+            "marker": {"color": colour},
+            "showlegend": False,
+        }
+        for i, part, colour in ((0, "compute", "#1f5fbf"), (1, "communication", "#f0a030"))
+    ]
+    layout.update(
+        height=560,
+        grid={"rows": 2, "columns": 1, "pattern": "independent"},
+        xaxis2={"title": {"text": "host"}, "type": "category"},
+        yaxis2={"title": {"text": "seconds"}},
+    )
+    per_host = {n: by_host[n][1] / by_host[n][2] for n in names}
+    worst = max(names, key=per_host.__getitem__)
+    median = float(np.median(list(per_host.values())))
+    ratio = per_host[worst] / median if median > 0 else 0.0
+    if ratio >= 1.2:
+        return (
+            f"{worst} spends {per_host[worst]:.2f} s per step communicating, "
+            f"{ratio:.1f} times the median host ({median:.2f} s): look at its links first"
+        )
+    return (
+        f"Communication time is even across hosts (at most {ratio:.1f} times the "
+        "median): no single host's fabric stands out"
+    )
 
 
 def _per_step(table: Any, name: str, how: str = "mean") -> tuple[np.ndarray, np.ndarray] | None:

@@ -90,37 +90,12 @@ def summary(ctx: Context, v: Verdict) -> str:
     root = v.root
     f = root.fields if root is not None else {}
     if v.shape == "none":
-        noise = next((x for x in ctx.findings if x["kind"] == "retry_noise"), None)
-        if noise:
-            return f"No failure found: {noise['title'].split(':')[0]} — noise, no action needed."
-        return "No failure found in these files."
-    decomposed = v.extra.get("finding") if v.shape == "slow" else None
-    if decomposed and decomposed.get("kind") == "slowdown_decomposed":
-        action = SLOW_ACTION.get(v.category, SLOW_ACTION["UNKNOWN"])
-        everywhere = not (v.culprit_ranks or v.culprit_hosts)
-        if everywhere and v.category == "NETWORK":
-            action = SLOW_ACTION["NETWORK_ALL"]
-        elif everywhere and v.category == "UNKNOWN":
-            part = (ctx.facts.metrics.get("slowdown") or {}).get("part")
-            action = SLOW_ACTION["COMPUTE_ALL" if part == "compute" else "UNLOCATED"]
-        return f"Training slowed: {decomposed['title']} — {action}"
-    if decomposed and ctx.facts.metrics.get("slowdown", {}).get("finding") is decomposed:
-        # a slowdown one log shows without a step series (nccl-tests, NCCL's transport)
-        return f"Slow: {decomposed['title']} — {decomposed.get('detail') or ''}".rstrip(" —")
-    sig = _catalogue_root(v)
-    if v.category == "OOM" and sig is not None:
-        # a memory-limit kill (cgroup, container, scheduler) is not a GPU running out
-        at = f" ({where})" if where else ""
-        return f"{sig.meaning.rstrip('.')}{at}{after} — {sig.action}"
+        return _no_failure_summary(ctx)
+    slow = _slowdown_summary(ctx, v)
+    if slow is not None:
+        return slow
     if v.category == "OOM":
-        if root and root.kind == "host_oom_kill":
-            return f"{_cap(where) or 'A process'} ran out of host memory: the kernel's OOM killer ended it{after} — lower host memory use (data-loader workers, pinned buffers, CPU offload) or ask for more, and confirm with dmesg / the cgroup's memory.events; restart from the last checkpoint."
-        what = (
-            "ran out of GPU memory (CUDA OOM"
-            + (f", tried to allocate {f['tried']}" if f.get("tried") else "")
-            + ")"
-        )
-        return f"{_cap(where) or 'A rank'} {what}{after} — lower per-GPU memory (micro-batch, activation checkpointing) and restart from the last checkpoint."
+        return _oom_summary(v, where, after)
     if v.category == "HARDWARE":
         xid = f" with Xid {f['xid']}" if f.get("xid") else ""
         name = (
@@ -129,18 +104,8 @@ def summary(ctx: Context, v: Verdict) -> str:
         )
         det = f" ({name})" if name else ""
         return f"GPU failure{xid}{det} on {', '.join(v.culprit_hosts) or where or 'one node'}{after} — drain that node, restart from the last checkpoint without it."
-    if v.category == "NETWORK" and v.shape == "slow":
-        return f"Training slowed: communication is slow on {', '.join(v.culprit_hosts[:6])} while compute is equal — test those nodes' links with nccl-tests and drain them if confirmed."
     if v.category == "NETWORK":
-        if v.extra.get("all_in_collective"):
-            scope = "every rank was inside the collective, no rank is to blame"
-        elif v.culprit_hosts:
-            scope = f"errors on {', '.join(v.culprit_hosts[:4])}"
-        elif root is not None and root.host:
-            scope = f"reported on {root.host}; a peer process that died looks the same"
-        else:
-            scope = "reported by NCCL; a peer process that died looks the same"
-        return f"NCCL network failure in {_stuck(ctx)} ({scope}) — check the IB/RoCE fabric (links, switches, NIC counters) and restart from the last checkpoint."
+        return _network_summary(ctx, v)
     if v.category == "NUMERICAL":
         step = f.get("step") or ctx.facts.metrics.get("nan_step")
         at = f" at step {step}" if step is not None else ""
@@ -166,6 +131,66 @@ def summary(ctx: Context, v: Verdict) -> str:
     if v.shape == "slow":
         return f"Training slowed ({v.root_label}{' on ' + where if where else ''}) — compare per-rank step times and check the slowest ranks' GPUs and nodes."
     return f"The job failed ({v.root_label}); the logs do not show a cause — look at the first error of each rank in the findings."
+
+
+def _no_failure_summary(ctx: Context) -> str:
+    noise = next((x for x in ctx.findings if x["kind"] == "retry_noise"), None)
+    if noise:
+        return f"No failure found: {noise['title'].split(':')[0]} — noise, no action needed."
+    return "No failure found in these files."
+
+
+def _slowdown_summary(ctx: Context, v: Verdict) -> str | None:
+    """A slowdown the step metrics decomposed (the action depends on where it is), or one
+    a single log shows without a step series (nccl-tests, NCCL's transport)."""
+    decomposed = v.extra.get("finding") if v.shape == "slow" else None
+    if not decomposed:
+        return None
+    if decomposed.get("kind") == "slowdown_decomposed":
+        action = SLOW_ACTION.get(v.category, SLOW_ACTION["UNKNOWN"])
+        everywhere = not (v.culprit_ranks or v.culprit_hosts)
+        if everywhere and v.category == "NETWORK":
+            action = SLOW_ACTION["NETWORK_ALL"]
+        elif everywhere and v.category == "UNKNOWN":
+            part = (ctx.facts.metrics.get("slowdown") or {}).get("part")
+            action = SLOW_ACTION["COMPUTE_ALL" if part == "compute" else "UNLOCATED"]
+        return f"Training slowed: {decomposed['title']} — {action}"
+    if ctx.facts.metrics.get("slowdown", {}).get("finding") is decomposed:
+        return f"Slow: {decomposed['title']} — {decomposed.get('detail') or ''}".rstrip(" —")
+    return None
+
+
+def _oom_summary(v: Verdict, where: str, after: str) -> str:
+    root = v.root
+    f = root.fields if root is not None else {}
+    sig = _catalogue_root(v)
+    if sig is not None:
+        # a memory-limit kill (cgroup, container, scheduler) is not a GPU running out
+        at = f" ({where})" if where else ""
+        return f"{sig.meaning.rstrip('.')}{at}{after} — {sig.action}"
+    if root and root.kind == "host_oom_kill":
+        return f"{_cap(where) or 'A process'} ran out of host memory: the kernel's OOM killer ended it{after} — lower host memory use (data-loader workers, pinned buffers, CPU offload) or ask for more, and confirm with dmesg / the cgroup's memory.events; restart from the last checkpoint."
+    what = (
+        "ran out of GPU memory (CUDA OOM"
+        + (f", tried to allocate {f['tried']}" if f.get("tried") else "")
+        + ")"
+    )
+    return f"{_cap(where) or 'A rank'} {what}{after} — lower per-GPU memory (micro-batch, activation checkpointing) and restart from the last checkpoint."
+
+
+def _network_summary(ctx: Context, v: Verdict) -> str:
+    root = v.root
+    if v.shape == "slow":
+        return f"Training slowed: communication is slow on {', '.join(v.culprit_hosts[:6])} while compute is equal — test those nodes' links with nccl-tests and drain them if confirmed."
+    if v.extra.get("all_in_collective"):
+        scope = "every rank was inside the collective, no rank is to blame"
+    elif v.culprit_hosts:
+        scope = f"errors on {', '.join(v.culprit_hosts[:4])}"
+    elif root is not None and root.host:
+        scope = f"reported on {root.host}; a peer process that died looks the same"
+    else:
+        scope = "reported by NCCL; a peer process that died looks the same"
+    return f"NCCL network failure in {_stuck(ctx)} ({scope}) — check the IB/RoCE fabric (links, switches, NIC counters) and restart from the last checkpoint."
 
 
 _HOST_OOM_ACTION = "Confirm the kill (dmesg on the node, `sacct` MaxRSS, the cgroup's memory.events), then lower host memory use — fewer data-loader workers, smaller prefetch and pinned buffers, no CPU offload — or ask for more memory."

@@ -72,6 +72,150 @@ def _key(t: datetime | None) -> datetime:
     return t or datetime.max
 
 
+class _Steps:
+    """The chain's steps; an evidence line is cited once."""
+
+    def __init__(self, t_of: dict[int, datetime | None], inherited: set[int]) -> None:
+        self.steps: list[dict[str, Any]] = []
+        self.t_of = t_of
+        self.inherited = inherited
+
+    def add(
+        self,
+        stage: str,
+        e: Event | None,
+        what: str,
+        rank: int | None = None,
+        extra: list[Event] | None = None,
+    ) -> None:
+        if e is None or any(
+            s["evidence"][0]["file"] == e.file and s["evidence"][0]["line"] == e.line
+            for s in self.steps
+        ):
+            return
+        t = self.t_of.get(id(e))
+        step = {
+            "stage": stage,
+            "time": iso_out(t) if t else etime(e),
+            "rank": e.rank if rank is None else rank,
+            "host": e.host,
+            "event": what,
+            "evidence": [evidence(x) for x in [e, *(extra or [])]][:4],
+        }
+        if id(e) in self.inherited:
+            step["time_inherited"] = (
+                True  # the line has no time: the last time before it in its file
+            )
+        self.steps.append(step)
+
+
+def _first_hang(hang: list[Event], t_of: dict[int, datetime | None]) -> Event | None:
+    """The first timeout, preferring one printed on a line of its own (quotable)."""
+    if not hang:
+        return None
+    return min(hang, key=lambda e: (bool(e.fields.get("glued")), _key(t_of[id(e)])))
+
+
+def _trigger_steps(
+    ctx: Context,
+    steps: _Steps,
+    ordered: list[tuple[datetime | None, Event]],
+    trigger: Event,
+    category: str | None,
+    label: str,
+) -> None:
+    """The trigger (with the storage chain that led to it), and the real error a wrapper
+    re-raised."""
+    storage = ctx.facts.storage_chain
+    if storage and trigger is storage[0][1]:
+        for lbl, e in storage:
+            steps.add("trigger" if e is trigger else "storage", e, lbl)
+        return
+    steps.add("trigger", trigger, label)
+    if "sig" in trigger.fields:
+        return
+    # a wrapper ("Caught OSError in DataLoader worker") re-raises the real
+    # error a few lines below: cite that message too
+    for _, e in ordered:
+        sg = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
+        if (
+            sg is not None
+            and sg.category == category
+            and e.file == trigger.file
+            and 0 < e.line - trigger.line <= 60
+        ):
+            steps.add("trigger", e, sg.meaning.split(":")[0].rstrip("."))
+            break
+
+
+def _collective_hangs(steps: _Steps, h0: Event, hang_start: datetime | None) -> None:
+    f = h0.fields
+    what = f"collective {f.get('op', '')} seq {f.get('seq', '?')} hung".replace("  ", " ")
+    if hang_start:
+        what += f" (started {iso_out(hang_start)}, timed out after {(f.get('timeout_ms') or f.get('ran_ms')) / 1000:.0f} s)"
+    steps.add("collective_hangs", h0, what)
+
+
+def _watchdogs_fire(
+    ctx: Context, steps: _Steps, ordered: list[tuple[datetime | None, Event]]
+) -> None:
+    fire = [e for _, e in ordered if e.kind in FIRE]
+    if fire:
+        n = len({e.rank for e in fire if e.rank is not None})
+        steps.add(
+            "watchdogs_fire",
+            fire[0],
+            f"watchdogs fired on {n or 'the'} rank(s)",
+            extra=fire[1:2],
+        )
+    nccl = ctx.facts.nccl
+    named = sorted(set(nccl.get("initiators", ())) - set(nccl.get("own", ())))
+    told = [
+        e for _, e in ordered if e.kind == "dump_received" and e.fields.get("from_rank") in named
+    ]
+    if told:
+        # an initiator whose own log is absent: the ranks it signalled name it
+        src = told[0].fields["from_rank"]
+        steps.add(
+            "watchdogs_fire",
+            told[0],
+            f"rank {src}'s watchdog fired and signalled the others (named in their "
+            "dump-signal line; no watchdog line of its own is here)",
+            src,
+        )
+
+
+def _taken_down(
+    steps: _Steps,
+    ordered: list[tuple[datetime | None, Event]],
+    t_of: dict[int, datetime | None],
+) -> None:
+    down = [e for _, e in ordered if e.kind in DOWN]
+    if not down:
+        return
+    last = max(down, key=lambda e: (_key(t_of[id(e)]) if t_of[id(e)] else datetime.min, e.line))
+    steps.add(
+        "taken_down",
+        down[0],
+        f"processes taken down ({down[0].kind.replace('_', ' ')})",
+        extra=[last] if last is not down[0] else None,
+    )
+
+
+def _precedes(
+    t: datetime | None,
+    hang_start: datetime | None,
+    hang: list[Event],
+    t_of: dict[int, datetime | None],
+) -> bool:
+    """The trigger came before the collective started to hang (or before the first timeout)."""
+    return bool(
+        hang_start is None
+        or (t is not None and t <= hang_start + timedelta(seconds=60))
+        or (t is not None and hang and t <= min(t_of[id(e)] or datetime.max for e in hang))
+    )
+
+
 class ChainAnalyzer:
     name = "chain"
     phase = "root_cause"
@@ -83,155 +227,69 @@ class ChainAnalyzer:
         ordered = self._aligned(ctx)
         t_of = {id(e): t for t, e in ordered}
         hang = [e for _, e in ordered if e.kind in HANG]
+        h0 = _first_hang(hang, t_of)
         hang_start = None
-        if hang:
-            # the first timeout, preferring one printed on a line of its own (quotable)
-            h0 = min(hang, key=lambda e: (bool(e.fields.get("glued")), _key(t_of[id(e)])))
+        if h0 is not None:
             ms = h0.fields.get("timeout_ms") or h0.fields.get("ran_ms")
             if t_of[id(h0)] and ms:
                 hang_start = t_of[id(h0)] - timedelta(milliseconds=ms)
         trigger, category, label = self._trigger(ctx, ordered, t_of, hang_start)
-        steps: list[dict[str, Any]] = []
-
-        def add(
-            stage: str,
-            e: Event | None,
-            what: str,
-            rank: int | None = None,
-            extra: list[Event] | None = None,
-        ) -> None:
-            if e is None or any(
-                s["evidence"][0]["file"] == e.file and s["evidence"][0]["line"] == e.line
-                for s in steps
-            ):
-                return
-            t = t_of.get(id(e))
-            step = {
-                "stage": stage,
-                "time": iso_out(t) if t else etime(e),
-                "rank": e.rank if rank is None else rank,
-                "host": e.host,
-                "event": what,
-                "evidence": [evidence(x) for x in [e, *(extra or [])]][:4],
-            }
-            if id(e) in self._inherited:
-                step["time_inherited"] = (
-                    True  # the line has no time: the last time before it in its file
-                )
-            steps.append(step)
-
+        steps = _Steps(t_of, self._inherited)
+        # 1. the trigger, 2. the culprit rank leaves the loop
         if trigger is not None:
-            storage = ctx.facts.storage_chain
-            if storage and trigger is storage[0][1]:
-                for lbl, e in storage:
-                    add("trigger" if e is trigger else "storage", e, lbl)
-            else:
-                add("trigger", trigger, label)
-                if "sig" not in trigger.fields:
-                    # a wrapper ("Caught OSError in DataLoader worker") re-raises the real
-                    # error a few lines below: cite that message too
-                    for _, e in ordered:
-                        sg = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
-                        if (
-                            sg is not None
-                            and sg.category == category
-                            and e.file == trigger.file
-                            and 0 < e.line - trigger.line <= 60
-                        ):
-                            add("trigger", e, sg.meaning.split(":")[0].rstrip("."))
-                            break
-        after_t = t_of.get(id(trigger)) if trigger is not None else None
+            _trigger_steps(ctx, steps, ordered, trigger, category, label)
+        self._leaves_loop(ctx, steps, ordered, trigger)
+        # 3. collective hangs, 4. watchdogs fire, 5. processes taken down
+        if h0 is not None:
+            _collective_hangs(steps, h0, hang_start)
+        _watchdogs_fire(ctx, steps, ordered)
+        _taken_down(steps, ordered, t_of)
+        facts = ctx.facts.chain = ChainFacts(
+            steps=steps.steps, clock_offsets=ctx.facts.clock_offsets
+        )
+        if trigger is not None and category:
+            facts.trigger, facts.category, facts.label = trigger, category, label
+            facts.precedes = _precedes(t_of.get(id(trigger)), hang_start, hang, t_of)
+        facts.timeline = self._timeline(ctx, ordered)
+
+    def _leaves_loop(
+        self,
+        ctx: Context,
+        steps: _Steps,
+        ordered: list[tuple[datetime | None, Event]],
+        trigger: Event | None,
+    ) -> None:
+        """The culprit rank (the trigger's, else the NCCL straggler) leaves the training loop."""
+        after_t = steps.t_of.get(id(trigger)) if trigger is not None else None
         culprit = trigger.rank if trigger is not None else None
         strag = self._straggler(ctx)
         if culprit is None and strag is not None:
             culprit = strag["rank"]
-        # 2. the culprit rank leaves the loop
-        if culprit is not None:
-            leave = [
-                e
-                for t, e in ordered
-                if e.rank == culprit
-                and e.kind in LEAVE
-                and e is not trigger
-                and (after_t is None or (t is not None and t >= after_t))
-            ]
-            if leave:
-                add(
-                    "leaves_loop",
-                    leave[0],
-                    f"rank {culprit} left the training loop ({leave[0].kind.replace('_', ' ')})",
-                    culprit,
-                )
-            elif strag is not None:
-                add(
-                    "leaves_loop",
-                    strag["_ev"],
-                    f"rank {strag['rank']} never entered collective {strag.get('seq')} "
-                    f"(last enqueued = last completed = {strag.get('last_completed')}): stuck outside NCCL",
-                    strag["rank"],
-                )
-        # 3. collective hangs, 4. watchdogs fire, 5. processes taken down
-        if hang:
-            # the first timeout, preferring one printed on a line of its own (quotable)
-            h0 = min(hang, key=lambda e: (bool(e.fields.get("glued")), _key(t_of[id(e)])))
-            f = h0.fields
-            what = f"collective {f.get('op', '')} seq {f.get('seq', '?')} hung".replace("  ", " ")
-            if hang_start:
-                what += f" (started {iso_out(hang_start)}, timed out after {(f.get('timeout_ms') or f.get('ran_ms')) / 1000:.0f} s)"
-            add("collective_hangs", h0, what)
-        fire = [e for _, e in ordered if e.kind in FIRE]
-        if fire:
-            n = len({e.rank for e in fire if e.rank is not None})
-            add(
-                "watchdogs_fire",
-                fire[0],
-                f"watchdogs fired on {n or 'the'} rank(s)",
-                extra=fire[1:2],
-            )
-        nccl = ctx.facts.nccl
-        named = sorted(set(nccl.get("initiators", ())) - set(nccl.get("own", ())))
-        told = [
+        if culprit is None:
+            return
+        leave = [
             e
-            for _, e in ordered
-            if e.kind == "dump_received" and e.fields.get("from_rank") in named
+            for t, e in ordered
+            if e.rank == culprit
+            and e.kind in LEAVE
+            and e is not trigger
+            and (after_t is None or (t is not None and t >= after_t))
         ]
-        if told:
-            # an initiator whose own log is absent: the ranks it signalled name it
-            src = told[0].fields["from_rank"]
-            add(
-                "watchdogs_fire",
-                told[0],
-                f"rank {src}'s watchdog fired and signalled the others (named in their "
-                "dump-signal line; no watchdog line of its own is here)",
-                src,
+        if leave:
+            steps.add(
+                "leaves_loop",
+                leave[0],
+                f"rank {culprit} left the training loop ({leave[0].kind.replace('_', ' ')})",
+                culprit,
             )
-        down = [e for _, e in ordered if e.kind in DOWN]
-        if down:
-            last = max(
-                down, key=lambda e: (_key(t_of[id(e)]) if t_of[id(e)] else datetime.min, e.line)
+        elif strag is not None:
+            steps.add(
+                "leaves_loop",
+                strag["_ev"],
+                f"rank {strag['rank']} never entered collective {strag.get('seq')} "
+                f"(last enqueued = last completed = {strag.get('last_completed')}): stuck outside NCCL",
+                strag["rank"],
             )
-            add(
-                "taken_down",
-                down[0],
-                f"processes taken down ({down[0].kind.replace('_', ' ')})",
-                extra=[last] if last is not down[0] else None,
-            )
-        facts = ctx.facts.chain = ChainFacts(steps=steps, clock_offsets=ctx.facts.clock_offsets)
-        if trigger is not None and category:
-            facts.trigger, facts.category, facts.label = trigger, category, label
-            facts.precedes = (
-                hang_start is None
-                or (
-                    t_of.get(id(trigger)) is not None
-                    and t_of[id(trigger)] <= hang_start + timedelta(seconds=60)
-                )
-                or (
-                    t_of.get(id(trigger)) is not None
-                    and hang
-                    and t_of[id(trigger)] <= min(t_of[id(e)] or datetime.max for e in hang)
-                )
-            )
-        facts.timeline = self._timeline(ctx, ordered)
 
     _inherited: set[int] = set()
 

@@ -8,6 +8,7 @@ peer that died). The verdict weighs them by time and strength.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..model import Event, evidence
@@ -74,83 +75,112 @@ LABELS = {
 _PEER_WORDS = ("NCCL", "c10d", "TCPStore", "rendezvous", "Rendezvous", "MASTER_ADDR", "peer")
 
 
+# kinds whose line alone says the category and how sure it is
+_FIXED: dict[str, tuple[str, float]] = {
+    "cuda_oom": ("OOM", 0.95),
+    "host_oom_kill": ("OOM", 0.85),
+    "gpu_off_bus": ("HARDWARE", 0.9),
+    "ecc_error": ("HARDWARE", 0.9),
+    "nan_loss": ("NUMERICAL", 0.9),
+    "nan_detected": ("NUMERICAL", 0.75),
+    "collective_mismatch": ("SOFTWARE", 0.9),
+    "slurm_time_limit": ("INFRA", 0.9),
+    "slurm_preempted": ("INFRA", 0.85),
+    "node_fail": ("INFRA", 0.85),
+    "slurm_cancelled": ("INFRA", 0.5),
+    "storage_error": ("STORAGE_IO", 0.8),
+    "data_error": ("DATA", 0.75),
+    "segfault": ("SOFTWARE", 0.5),
+}
+
+
+def _gpu_reading(e: Event) -> tuple[str, float] | None:
+    # nvidia-smi could not reach the GPU ("Unable to determine the device handle"), or
+    # cannot read sensors that a board of the same model beside it reads
+    readings = e.fields.get("readings") or {}
+    if readings.get("lost"):
+        return "HARDWARE", 0.9
+    return ("HARDWARE", 0.6) if readings.get("sensor_errors_unlike_peers") else None
+
+
+def _xid(e: Event) -> tuple[str, float] | None:
+    return ("HARDWARE", 0.95) if e.fields.get("hardware") else ("HARDWARE", 0.5)
+
+
+# (words in the CUDA error's text, outcome), first match wins
+_CUDA_WHAT: tuple[tuple[tuple[str, ...], tuple[str, float]], ...] = (
+    (("illegal memory access", "device-side assert"), ("SOFTWARE", 0.6)),
+    (("launch failure", "uncorrectable", "hardware"), ("HARDWARE", 0.6)),
+    (("out of memory",), ("OOM", 0.9)),
+)
+
+
+def _cuda_error(e: Event) -> tuple[str, float] | None:
+    what = str(e.fields.get("what", "")).lower()
+    for words, outcome in _CUDA_WHAT:
+        if any(w in what for w in words):
+            return outcome
+    return "SOFTWARE", 0.55
+
+
+def _network_error(e: Event) -> tuple[str, float] | None:
+    # a socket closed by the peer is as often a rank that died as a broken link
+    return ("NETWORK", 0.5) if e.fields.get("peer_closed") else ("NETWORK", 0.8)
+
+
+def _nccl_error(e: Event) -> tuple[str, float] | None:
+    code = str(e.fields.get("nccl_code", "")) + str(e.fields.get("what", ""))
+    if "ncclInvalidUsage" in code or "ncclInvalidArgument" in code:
+        return "SOFTWARE", 0.6
+    if "ncclUnhandledCudaError" in code:
+        return "HARDWARE", 0.4
+    return "NETWORK", 0.5
+
+
+def _python_exception(e: Event) -> tuple[str, float] | None:
+    t = e.fields.get("type", "")
+    msg = str(e.fields.get("message", ""))
+    if t in ("DistBackendError", "DistNetworkError", "DistStoreError", "ChildFailedError"):
+        return None  # distributed echoes of another failure
+    if "NCCL" in msg or "Watchdog" in msg or "ProcessGroup" in msg:
+        return None
+    if "DataLoader" in msg or "Loader" in t:
+        return "DATA", 0.7
+    rule = exception_rule(t, msg)
+    # a bare programming error decides only when nothing more specific does
+    return rule.category, (0.45 if rule.category == "SOFTWARE" else rule.confidence)
+
+
+def _retry_exhausted(e: Event) -> tuple[str, float] | None:
+    # what was retried decides: a peer/store of the job is the network, the rest storage
+    if any(w in e.text for w in _PEER_WORDS):
+        return "NETWORK", 0.6
+    return "STORAGE_IO", 0.6
+
+
+# kinds whose category depends on what the line says
+_BY_KIND: dict[str, Callable[[Event], tuple[str, float] | None]] = {
+    "gpu_reading": _gpu_reading,
+    "xid": _xid,
+    "cuda_error": _cuda_error,
+    "network_error": _network_error,
+    "nccl_error": _nccl_error,
+    "async_exception": _nccl_error,
+    "python_exception": _python_exception,
+    "retry_exhausted": _retry_exhausted,
+}
+
+
 def _category(e: Event) -> tuple[str, float] | None:
-    k, f = e.kind, e.fields
-    if "sig" in f:
-        sig = BY_ID.get(str(f["sig"]))
+    """A signature's category first, then the event kind's rule."""
+    if "sig" in e.fields:
+        sig = BY_ID.get(str(e.fields["sig"]))
         if sig is not None and sig.category is not None:
             return sig.category, sig.strength
-    if k == "gpu_reading":
-        # nvidia-smi could not reach the GPU ("Unable to determine the device handle"), or
-        # cannot read sensors that a board of the same model beside it reads
-        readings = f.get("readings") or {}
-        if readings.get("lost"):
-            return "HARDWARE", 0.9
-        return ("HARDWARE", 0.6) if readings.get("sensor_errors_unlike_peers") else None
-    if k == "cuda_oom":
-        return "OOM", 0.95
-    if k == "host_oom_kill":
-        return "OOM", 0.85
-    if k == "xid":
-        return ("HARDWARE", 0.95) if f.get("hardware") else ("HARDWARE", 0.5)
-    if k in ("gpu_off_bus", "ecc_error"):
-        return "HARDWARE", 0.9
-    if k == "cuda_error":
-        what = str(f.get("what", "")).lower()
-        if "illegal memory access" in what or "device-side assert" in what:
-            return "SOFTWARE", 0.6
-        if "launch failure" in what or "uncorrectable" in what or "hardware" in what:
-            return "HARDWARE", 0.6
-        if "out of memory" in what:
-            return "OOM", 0.9
-        return "SOFTWARE", 0.55
-    if k == "nan_loss":
-        return "NUMERICAL", 0.9
-    if k == "nan_detected":
-        return "NUMERICAL", 0.75
-    if k == "collective_mismatch":
-        return "SOFTWARE", 0.9
-    if k == "slurm_time_limit":
-        return "INFRA", 0.9
-    if k in ("slurm_preempted", "node_fail"):
-        return "INFRA", 0.85
-    if k == "slurm_cancelled":
-        return "INFRA", 0.5
-    if k == "storage_error":
-        return "STORAGE_IO", 0.8
-    if k == "data_error":
-        return "DATA", 0.75
-    if k == "network_error":
-        # a socket closed by the peer is as often a rank that died as a broken link
-        return ("NETWORK", 0.5) if f.get("peer_closed") else ("NETWORK", 0.8)
-    if k in ("nccl_error", "async_exception"):
-        code = str(f.get("nccl_code", "")) + str(f.get("what", ""))
-        if "ncclInvalidUsage" in code or "ncclInvalidArgument" in code:
-            return "SOFTWARE", 0.6
-        if "ncclUnhandledCudaError" in code:
-            return "HARDWARE", 0.4
-        return "NETWORK", 0.5
-    if k == "python_exception":
-        t = f.get("type", "")
-        msg = str(f.get("message", ""))
-        if t in ("DistBackendError", "DistNetworkError", "DistStoreError", "ChildFailedError"):
-            return None  # distributed echoes of another failure
-        if "NCCL" in msg or "Watchdog" in msg or "ProcessGroup" in msg:
-            return None
-        if "DataLoader" in msg or "Loader" in t:
-            return "DATA", 0.7
-        rule = exception_rule(t, msg)
-        # a bare programming error decides only when nothing more specific does
-        return rule.category, (0.45 if rule.category == "SOFTWARE" else rule.confidence)
-    if k == "segfault":
-        return "SOFTWARE", 0.5
-    if k == "retry_exhausted":
-        # what was retried decides: a peer/store of the job is the network, the rest storage
-        text = e.text
-        if any(w in text for w in _PEER_WORDS):
-            return "NETWORK", 0.6
-        return "STORAGE_IO", 0.6
-    return None
+    if e.kind in _FIXED:
+        return _FIXED[e.kind]
+    rule = _BY_KIND.get(e.kind)
+    return rule(e) if rule is not None else None
 
 
 def label_of(e: Event) -> str:
@@ -172,66 +202,14 @@ class FailuresAnalyzer:
 
     def run(self, ctx: Context) -> None:
         _approximate_times(ctx)
-        causes: list[dict[str, Any]] = []
-        first_by_rank: dict[int, Event] = {}
-        for e in ctx.events:
-            if e.kind in NOT_ERRORS and "sig" not in e.fields:
-                continue
-            if (
-                e.rank is not None
-                and e.rank not in first_by_rank
-                and (e.level in ("E", "F", None) or e.kind not in SYMPTOMS)
-            ):
-                first_by_rank[e.rank] = e
-            if e.kind == "watchdog_exit" and "CUDA error" in str(e.fields.get("what", "")):
-                # torch >= 2.2: the watchdog thread reports the rank's own CUDA fault
-                cat = _category(
-                    Event(
-                        kind="cuda_error",
-                        line=e.line,
-                        text=e.text,
-                        fields={"what": e.fields["what"]},
-                    )
-                )
-                if cat is not None:
-                    causes.append(
-                        {
-                            "category": cat[0],
-                            "strength": cat[1],
-                            "event": e,
-                            "label": "CUDA error reported by the NCCL watchdog",
-                        }
-                    )
-                continue
-            if e.kind in SYMPTOMS:
-                continue
-            cat = _category(e)
-            if cat is None:
-                continue
-            if e.kind == "data_error" and "Killed" in e.text and ctx.by_kind.get("host_oom_kill"):
-                continue  # a loader worker SIGKILLed while the kernel logged an OOM kill: OOM
-            causes.append(
-                {
-                    "category": cat[0],
-                    "strength": cat[1],
-                    "event": e,
-                    "label": label_of(e),
-                }
-            )
+        causes, first_by_rank = _causes_and_first_errors(ctx)
         ctx.facts.causes = causes
         ctx.facts.first_error_by_rank = [
             {"rank": r, "kind": e.kind, "time": etime(e), **evidence(e)}
             for r, e in sorted(first_by_rank.items())
         ][:4096]
-        errors = [
-            e
-            for e in ctx.events
-            if e.kind not in NOT_ERRORS
-            and (e.kind not in SYMPTOMS or e.kind in ("watchdog_timeout", "torchrun_failure"))
-        ]
-        errors.sort(key=lambda e: (etime(e) or "9999", e.file, e.line))
-        if errors:
-            first = errors[0]
+        first = _first_failure(ctx)
+        if first is not None:
             ctx.facts.first_failure = {
                 "rank": first.rank,
                 "kind": first.kind,
@@ -239,25 +217,83 @@ class FailuresAnalyzer:
                 **evidence(first),
             }
         for cat in sorted({c["category"] for c in causes}):
-            group = [c for c in causes if c["category"] == cat]
-            group.sort(key=lambda c: (etime(c["event"]) or "9999", -c["strength"]))
-            ranks = sorted({c["event"].rank for c in group if c["event"].rank is not None})
-            hosts = sorted({c["event"].host for c in group if c["event"].host})
-            best = max(c["strength"] for c in group)
-            kinds = sorted({c["event"].kind for c in group})
-            ctx.add_finding(
-                phase="triage",
-                kind=group[0]["event"].kind,
-                title=f"{group[0]['label']}"
-                + (f" on rank(s) {_short(ranks)}" if ranks else "")
-                + (f" ({', '.join(hosts[:4])})" if hosts else ""),
-                detail=f"{len(group)} line(s) of kind {', '.join(kinds)}; category {cat}.",
-                confidence=best,
-                ranks=ranks,
-                hosts=hosts,
-                evidence_events=[c["event"] for c in group[:3]],
-                category=cat,
-            )
+            _add_category_finding(ctx, cat, [c for c in causes if c["category"] == cat])
+
+
+def _watchdog_cuda_cause(e: Event) -> dict[str, Any] | None:
+    """torch >= 2.2: the watchdog thread reports the rank's own CUDA fault."""
+    cat = _category(
+        Event(kind="cuda_error", line=e.line, text=e.text, fields={"what": e.fields["what"]})
+    )
+    if cat is None:
+        return None
+    return {
+        "category": cat[0],
+        "strength": cat[1],
+        "event": e,
+        "label": "CUDA error reported by the NCCL watchdog",
+    }
+
+
+def _causes_and_first_errors(ctx: Context) -> tuple[list[dict[str, Any]], dict[int, Event]]:
+    """Every error line that names a category is a cause; each rank's first error line."""
+    causes: list[dict[str, Any]] = []
+    first_by_rank: dict[int, Event] = {}
+    for e in ctx.events:
+        if e.kind in NOT_ERRORS and "sig" not in e.fields:
+            continue
+        if (
+            e.rank is not None
+            and e.rank not in first_by_rank
+            and (e.level in ("E", "F", None) or e.kind not in SYMPTOMS)
+        ):
+            first_by_rank[e.rank] = e
+        if e.kind == "watchdog_exit" and "CUDA error" in str(e.fields.get("what", "")):
+            cause = _watchdog_cuda_cause(e)
+            if cause is not None:
+                causes.append(cause)
+            continue
+        if e.kind in SYMPTOMS:
+            continue
+        cat = _category(e)
+        if cat is None:
+            continue
+        if e.kind == "data_error" and "Killed" in e.text and ctx.by_kind.get("host_oom_kill"):
+            continue  # a loader worker SIGKILLed while the kernel logged an OOM kill: OOM
+        causes.append({"category": cat[0], "strength": cat[1], "event": e, "label": label_of(e)})
+    return causes, first_by_rank
+
+
+def _first_failure(ctx: Context) -> Event | None:
+    errors = [
+        e
+        for e in ctx.events
+        if e.kind not in NOT_ERRORS
+        and (e.kind not in SYMPTOMS or e.kind in ("watchdog_timeout", "torchrun_failure"))
+    ]
+    errors.sort(key=lambda e: (etime(e) or "9999", e.file, e.line))
+    return errors[0] if errors else None
+
+
+def _add_category_finding(ctx: Context, cat: str, group: list[dict[str, Any]]) -> None:
+    group.sort(key=lambda c: (etime(c["event"]) or "9999", -c["strength"]))
+    ranks = sorted({c["event"].rank for c in group if c["event"].rank is not None})
+    hosts = sorted({c["event"].host for c in group if c["event"].host})
+    best = max(c["strength"] for c in group)
+    kinds = sorted({c["event"].kind for c in group})
+    ctx.add_finding(
+        phase="triage",
+        kind=group[0]["event"].kind,
+        title=f"{group[0]['label']}"
+        + (f" on rank(s) {_short(ranks)}" if ranks else "")
+        + (f" ({', '.join(hosts[:4])})" if hosts else ""),
+        detail=f"{len(group)} line(s) of kind {', '.join(kinds)}; category {cat}.",
+        confidence=best,
+        ranks=ranks,
+        hosts=hosts,
+        evidence_events=[c["event"] for c in group[:3]],
+        category=cat,
+    )
 
 
 def _approximate_times(ctx: Context) -> None:

@@ -25,6 +25,8 @@ blames nobody: a broadcast root or a dump taken mid-flight shows it too.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..model import Event, ParseResult
@@ -126,6 +128,191 @@ class _Dump:
         )
 
 
+def _records(
+    g: dict[str, Any], dumps: dict[int, _Dump], with_dump: list[int]
+) -> tuple[dict[int, dict[int, dict[str, Any]]], dict[int, int | None]]:
+    """Each rank's collective records of the group by seq, and the last seq it enqueued."""
+    seqs: dict[int, dict[int, dict[str, Any]]] = {}
+    enq: dict[int, int | None] = {}
+    for r in with_dump:
+        pg_id = g["pg_id"].get(r)
+        fr = dumps[r].fr
+        by_seq = {
+            e["seq"]: e
+            for e in fr.get("entries", {}).get(pg_id, [])
+            if not e["is_p2p"] and e["seq"] is not None
+        }
+        seqs[r] = by_seq
+        st = fr.get("pg_status", {}).get(pg_id) or {}
+        last = st.get("last_enqueued")
+        top = max(by_seq) if by_seq else None
+        enq[r] = (
+            max(x for x in (last, top) if x is not None) if (last, top) != (None, None) else None
+        )
+    return seqs, enq
+
+
+def _undecided_without_dumps(
+    res: dict[str, Any],
+    g: dict[str, Any],
+    hi: int,
+    with_dump: list[int],
+    without: list[int],
+    seqs: dict[int, dict[int, dict[str, Any]]],
+    dumps: dict[int, _Dump],
+) -> None:
+    """No divergence among the dumps there are, but some ranks have none: undecided."""
+    waiting = sorted(r for r in with_dump if (e := seqs[r].get(hi)) and e["state"] != "completed")
+    res["outcome"] = "undecided"
+    res["seq"] = hi
+    res["waiting_ranks"] = waiting[:MAX_LISTED]
+    res["_evidence"] = [dumps[r].event(g["pg_id"][r], seqs[r][hi]) for r in waiting[:1]]
+    res["detail"] = (
+        f"no divergence among the {len(with_dump)} dump(s)"
+        + (f"; {len(waiting)} wait in seq {hi}" if waiting else "")
+        + f"; rank(s) {_short(without)} have no dump"
+    )
+
+
+@dataclass
+class _SeqRecords:
+    """The records of one seq of one group, as the classification rules read them."""
+
+    name: str
+    g: dict[str, Any]
+    s: int
+    present: dict[int, dict[str, Any]]
+    missing: list[int]
+    unknown: list[int]
+    op: Any
+    waiting: list[int]
+    ref_rank: int
+    base: dict[str, Any]
+    seqs: dict[int, dict[int, dict[str, Any]]]
+    dumps: dict[int, _Dump]
+    without: list[int]
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        g: dict[str, Any],
+        s: int,
+        at: dict[int, Any],
+        present: dict[int, dict[str, Any]],
+        seqs: dict[int, dict[int, dict[str, Any]]],
+        dumps: dict[int, _Dump],
+        without: list[int],
+    ) -> _SeqRecords:
+        missing = sorted(r for r, v in at.items() if v == "missing")
+        op = Counter(e["op"] for e in present.values()).most_common(1)[0][0]
+        waiting = sorted(r for r, e in present.items() if e["state"] != "completed")
+        return cls(
+            name=name,
+            g=g,
+            s=s,
+            present=present,
+            missing=missing,
+            unknown=sorted(r for r, v in at.items() if v == "unknown"),
+            op=op,
+            waiting=waiting,
+            ref_rank=waiting[0] if waiting else min(present),
+            base={
+                "seq": s,
+                "op": op,
+                "waiting_ranks": waiting[:MAX_LISTED],
+                "missing_ranks": missing[:MAX_LISTED],
+            },
+            seqs=seqs,
+            dumps=dumps,
+            without=without,
+        )
+
+    def pg(self, r: int) -> Any:
+        return self.g["pg_id"].get(r, self.name)
+
+
+def _not_joined_finding(
+    ctx: Context, g: dict[str, Any], where: str, evid: list[Event], blame: bool
+) -> None:
+    rank_host = ctx.facts.rank_host
+    ctx.add_finding(
+        phase="localization",
+        kind="fr_not_joined",
+        title=f"Rank(s) {_short(g['missing_ranks'])} never joined {where} (flight recorder)",
+        detail="Not all ranks joined the collective: " + g["detail"] + ".",
+        confidence=0.9 if blame else 0.5,
+        ranks=g["culprit_ranks"] if blame else g["missing_ranks"],
+        hosts=[rank_host[r] for r in g["culprit_ranks"] if r in rank_host],
+        evidence_events=evid,
+    )
+
+
+def _mismatch_finding(
+    ctx: Context, g: dict[str, Any], where: str, evid: list[Event], blame: bool
+) -> None:
+    """A collective that differs across ranks: a finding, and a SOFTWARE cause per line."""
+    o = g["outcome"]
+    label = {"type": "op type", "size": "size", "dtype": "dtype"}[o]
+    who = f" on rank(s) {_short(g['culprit_ranks'])}" if g["culprit_ranks"] else ""
+    f = ctx.add_finding(
+        phase="localization",
+        kind="fr_mismatch",
+        title=f"Collective {label} mismatch{who} in {where} (flight recorder)",
+        detail=g["detail"] + ("" if blame else " — no majority, no rank named") + ".",
+        confidence=0.9 if blame else 0.6,
+        ranks=g["culprit_ranks"],
+        evidence_events=evid,
+        category="SOFTWARE",
+    )
+    if f is None:
+        return
+    for ev in evid:
+        if ev.rank in set(g["culprit_ranks"]) or not g["culprit_ranks"]:
+            ctx.facts.causes.append(
+                {
+                    "category": "SOFTWARE",
+                    "strength": 0.9 if blame else 0.6,
+                    "event": Event(
+                        kind="fr_mismatch",
+                        line=ev.line,
+                        text=ev.text,
+                        rank=ev.rank,
+                        fields=dict(ev.fields, mismatch=o),
+                        file=ev.file,
+                    ),
+                    "label": f"collective {label} mismatch across ranks (flight recorder)",
+                }
+            )
+
+
+def _partial_finding(
+    ctx: Context,
+    dumps: dict[int, _Dump],
+    without: list[int],
+    undecided: list[tuple[dict[str, Any], list[Event]]],
+) -> None:
+    d = next(iter(dumps.values()))
+    evs = [e for _g, ev in undecided for e in ev[:1]]
+    evs = evs or [d.status_event(next(iter(d.fr["pg_status"]), "0"))]
+    what = (
+        f"no dump from rank(s) {_short(without, 16)}"
+        if without
+        else "some ranks hold no record of the collective compared"
+    )
+    ctx.add_finding(
+        phase="localization",
+        kind="fr_partial",
+        title=f"Flight-recorder comparison is partial: {what}",
+        detail=" ".join(f"PG {g['pg']}: {g['detail']}." for g, _ev in undecided[:4])
+        + " Ranks without a dump are not blamed, and neither is any rank by default:"
+        " a divergence involving them would go unseen.",
+        confidence=0.5,
+        ranks=[],
+        evidence_events=evs[:3],
+    )
+
+
 class FlightRecorderAnalyzer:
     name = "flight_recorder"
     phase = "localization"
@@ -210,28 +397,12 @@ class FlightRecorderAnalyzer:
     def _compare(
         self, ctx: Context, name: str, g: dict[str, Any], dumps: dict[int, _Dump]
     ) -> dict[str, Any] | None:
+        """One process group's dumps compared seq by seq, from the first seq every dump
+        still holds: the first divergence decides."""
         members: set[int] = g["members"]
         with_dump = sorted(r for r in members if r in dumps)
         without = sorted(members - set(dumps))
-        seqs: dict[int, dict[int, dict[str, Any]]] = {}
-        enq: dict[int, int | None] = {}
-        for r in with_dump:
-            pg_id = g["pg_id"].get(r)
-            fr = dumps[r].fr
-            by_seq = {
-                e["seq"]: e
-                for e in fr.get("entries", {}).get(pg_id, [])
-                if not e["is_p2p"] and e["seq"] is not None
-            }
-            seqs[r] = by_seq
-            st = fr.get("pg_status", {}).get(pg_id) or {}
-            last = st.get("last_enqueued")
-            top = max(by_seq) if by_seq else None
-            enq[r] = (
-                max(x for x in (last, top) if x is not None)
-                if (last, top) != (None, None)
-                else None
-            )
+        seqs, enq = _records(g, dumps, with_dump)
         firsts = [min(s) for s in seqs.values() if s]
         if not firsts:
             return None
@@ -268,6 +439,25 @@ class FlightRecorderAnalyzer:
             "_without_dump": without,
             "_evidence": [],
         }
+        decided = self._first_divergence(name, g, lo, hi, lists, seqs, dumps, without, res)
+        if not decided and without:
+            _undecided_without_dumps(res, g, hi, with_dump, without, seqs, dumps)
+        return res
+
+    def _first_divergence(
+        self,
+        name: str,
+        g: dict[str, Any],
+        lo: int,
+        hi: int,
+        lists: dict[tuple[Any, ...], list[int]],
+        seqs: dict[int, dict[int, dict[str, Any]]],
+        dumps: dict[int, _Dump],
+        without: list[int],
+        res: dict[str, Any],
+    ) -> bool:
+        """The first seq whose records differ and decide something, into ``res`` (a split
+        of completed/waiting is only noted); False when none decides."""
         keys = list(lists)
         state_noted = False
         for i in range(hi - lo + 1):
@@ -286,22 +476,8 @@ class FlightRecorderAnalyzer:
                     state_noted = True
                 continue
             res.update(verdict)
-            break
-        else:
-            if without:
-                waiting = sorted(
-                    r for r in with_dump if (e := seqs[r].get(hi)) and e["state"] != "completed"
-                )
-                res["outcome"] = "undecided"
-                res["seq"] = hi
-                res["waiting_ranks"] = waiting[:MAX_LISTED]
-                res["_evidence"] = [dumps[r].event(g["pg_id"][r], seqs[r][hi]) for r in waiting[:1]]
-                res["detail"] = (
-                    f"no divergence among the {len(with_dump)} dump(s)"
-                    + (f"; {len(waiting)} wait in seq {hi}" if waiting else "")
-                    + f"; rank(s) {_short(without)} have no dump"
-                )
-        return res
+            return True
+        return False
 
     def _classify(
         self,
@@ -313,120 +489,133 @@ class FlightRecorderAnalyzer:
         dumps: dict[int, _Dump],
         without: list[int],
     ) -> dict[str, Any] | None:
+        """What differs at seq ``s``: the first of ``_SEQ_RULES`` that applies."""
         present = {r: seqs[r][s] for r, v in at.items() if isinstance(v, tuple)}
-        missing = sorted(r for r, v in at.items() if v == "missing")
-        unknown = sorted(r for r, v in at.items() if v == "unknown")
         if not present:
             return None
-        op = Counter(e["op"] for e in present.values()).most_common(1)[0][0]
-        waiting = sorted(r for r, e in present.items() if e["state"] != "completed")
-        ref_rank = waiting[0] if waiting else min(present)
-        base = {
-            "seq": s,
-            "op": op,
-            "waiting_ranks": waiting[:MAX_LISTED],
-            "missing_ranks": missing[:MAX_LISTED],
+        x = _SeqRecords.of(name, g, s, at, present, seqs, dumps, without)
+        for _name, rule in _SEQ_RULES:
+            got = rule(self, x)
+            if got is not None:
+                return got
+        return None
+
+    def _rule_not_joined(self, x: _SeqRecords) -> dict[str, Any] | None:
+        if not x.missing:
+            return None
+        present, seqs, dumps, pg = x.present, x.seqs, x.dumps, x.pg
+        evid = [dumps[x.ref_rank].event(pg(x.ref_rank), present[x.ref_rank])]
+        for r in x.missing[:3]:
+            last = max(seqs[r]) if seqs[r] else None
+            evid.append(
+                dumps[r].event(pg(r), seqs[r][last])
+                if last is not None
+                else dumps[r].status_event(pg(r))
+            )
+        blame = bool(x.waiting)
+        return {
+            **x.base,
+            "outcome": "not_joined",
+            "culprit_ranks": x.missing[:MAX_LISTED] if blame else [],
+            "detail": (
+                f"{len(present)} rank(s) enqueued {x.op} seq {x.s}"
+                + (f" ({len(x.waiting)} still waiting in it)" if x.waiting else " and completed it")
+                + f"; rank(s) {_short(x.missing)} never recorded it"
+                + ("" if blame else ": their dumps may be older than the others'")
+            ),
+            "_evidence": evid,
+            "_blame": blame,
         }
-        pg = lambda r: g["pg_id"].get(r, name)  # noqa: E731
-        if missing:
-            evid = [dumps[ref_rank].event(pg(ref_rank), present[ref_rank])]
-            for r in missing[:3]:
-                last = max(seqs[r]) if seqs[r] else None
-                evid.append(
-                    dumps[r].event(pg(r), seqs[r][last])
-                    if last is not None
-                    else dumps[r].status_event(pg(r))
-                )
-            blame = bool(waiting)
-            return {
-                **base,
-                "outcome": "not_joined",
-                "culprit_ranks": missing[:MAX_LISTED] if blame else [],
-                "detail": (
-                    f"{len(present)} rank(s) enqueued {op} seq {s}"
-                    + (f" ({len(waiting)} still waiting in it)" if waiting else " and completed it")
-                    + f"; rank(s) {_short(missing)} never recorded it"
-                    + ("" if blame else ": their dumps may be older than the others'")
-                ),
-                "_evidence": evid,
-                "_blame": blame,
-            }
-        sizes = {r: len(g["members"]) for r in present}
-        # op type
-        ops = {r: e["op"] for r, e in present.items()}
-        if len(set(ops.values())) > 1:
-            odd, exp = _minority(ops)
-            return self._mismatch(base, "type", odd, exp, present, dumps, pg, ops)
-        dts = {r: (tuple(e["input_dtypes"]), tuple(e["output_dtypes"])) for r, e in present.items()}
-        # sizes
-        bad: set[int] = set()
-        detail = ""
+
+    def _rule_op_type(self, x: _SeqRecords) -> dict[str, Any] | None:
+        ops = {r: e["op"] for r, e in x.present.items()}
+        if len(set(ops.values())) <= 1:
+            return None
+        odd, exp = _minority(ops)
+        return self._mismatch(x.base, "type", odd, exp, x.present, x.dumps, x.pg, ops)
+
+    def _rule_sizes(self, x: _SeqRecords) -> dict[str, Any] | None:
+        present, op = x.present, x.op
         if op in ALL_TO_ALL:
-            if not any(_version_le_2_3(dumps[r].fr.get("version", "")) for r in present):
-                tin = sum(e["input_numel"] for e in present.values())
-                tout = sum(e["output_numel"] for e in present.values())
-                if tin != tout and not unknown and not without:
-                    return {
-                        **base,
-                        "outcome": "size",
-                        "culprit_ranks": [],
-                        "detail": f"all_to_all seq {s}: total input numel {tin} != total output numel {tout}",
-                        "_evidence": [
-                            dumps[r].event(pg(r), e) for r, e in list(present.items())[:2]
-                        ],
-                        "_blame": False,
-                    }
-        else:
-            for r, e in present.items():
-                n = sizes[r]
-                i_n, o_n = e["input_numel"], e["output_numel"]
-                if (
-                    (op in ALL_GATHER and o_n != i_n * n)
-                    or (op in REDUCE_SCATTER and i_n != o_n * n)
-                    or (op == "all_reduce" and i_n != o_n)
-                ):
-                    bad.add(r)
-            if op not in NO_CROSS_SIZE:
-                shp = {
-                    r: (repr(e["input_sizes"]), e["input_numel"], e["output_numel"])
-                    for r, e in present.items()
-                }
-                if len(set(shp.values())) > 1:
-                    odd, _exp = _minority(shp)
-                    bad.update(odd)
-                    if not odd:
-                        detail = "no majority size: "
-            if bad or detail:
-                shown = {r: f"{e['input_sizes']}->{e['output_sizes']}" for r, e in present.items()}
-                odd = sorted(bad)
-                return self._mismatch(base, "size", odd, None, present, dumps, pg, shown, detail)
-        if len(set(dts.values())) > 1:
-            odd, exp = _minority(dts)
-            shown = {r: "/".join(",".join(x) for x in v) for r, v in dts.items()}
-            return self._mismatch(base, "dtype", odd, None, present, dumps, pg, shown)
-        states = {e["state"] == "completed" for e in present.values()}
-        if len(states) > 1:
-            done = sorted(r for r, e in present.items() if e["state"] == "completed")
+            if any(_version_le_2_3(x.dumps[r].fr.get("version", "")) for r in present):
+                return None
+            tin = sum(e["input_numel"] for e in present.values())
+            tout = sum(e["output_numel"] for e in present.values())
+            if tin == tout or x.unknown or x.without:
+                return None
             return {
-                **base,
-                "outcome": "state",
-                "completed_ranks": done[:MAX_LISTED],
-                "detail": f"{op} seq {s} completed on {len(done)} rank(s), not on {len(waiting)}",
-                "_evidence": [
-                    dumps[done[0]].event(pg(done[0]), present[done[0]]),
-                    dumps[waiting[0]].event(pg(waiting[0]), present[waiting[0]]),
-                ],
-            }
-        if unknown:
-            return {
-                **base,
-                "outcome": "undecided",
+                **x.base,
+                "outcome": "size",
                 "culprit_ranks": [],
-                "detail": f"{len(unknown)} rank(s) hold no record of seq {s} (ring buffer)",
-                "_evidence": [dumps[ref_rank].event(pg(ref_rank), present[ref_rank])],
+                "detail": f"all_to_all seq {x.s}: total input numel {tin} != total output numel {tout}",
+                "_evidence": [x.dumps[r].event(x.pg(r), e) for r, e in list(present.items())[:2]],
                 "_blame": False,
             }
-        return None
+        bad: set[int] = set()
+        detail = ""
+        n = len(x.g["members"])
+        for r, e in present.items():
+            i_n, o_n = e["input_numel"], e["output_numel"]
+            if (
+                (op in ALL_GATHER and o_n != i_n * n)
+                or (op in REDUCE_SCATTER and i_n != o_n * n)
+                or (op == "all_reduce" and i_n != o_n)
+            ):
+                bad.add(r)
+        if op not in NO_CROSS_SIZE:
+            shp = {
+                r: (repr(e["input_sizes"]), e["input_numel"], e["output_numel"])
+                for r, e in present.items()
+            }
+            if len(set(shp.values())) > 1:
+                odd, _exp = _minority(shp)
+                bad.update(odd)
+                if not odd:
+                    detail = "no majority size: "
+        if not (bad or detail):
+            return None
+        shown = {r: f"{e['input_sizes']}->{e['output_sizes']}" for r, e in present.items()}
+        return self._mismatch(
+            x.base, "size", sorted(bad), None, present, x.dumps, x.pg, shown, detail
+        )
+
+    def _rule_dtypes(self, x: _SeqRecords) -> dict[str, Any] | None:
+        dts = {
+            r: (tuple(e["input_dtypes"]), tuple(e["output_dtypes"])) for r, e in x.present.items()
+        }
+        if len(set(dts.values())) <= 1:
+            return None
+        odd, _exp = _minority(dts)
+        shown = {r: "/".join(",".join(v) for v in d) for r, d in dts.items()}
+        return self._mismatch(x.base, "dtype", odd, None, x.present, x.dumps, x.pg, shown)
+
+    def _rule_state(self, x: _SeqRecords) -> dict[str, Any] | None:
+        present, pg = x.present, x.pg
+        if len({e["state"] == "completed" for e in present.values()}) <= 1:
+            return None
+        done = sorted(r for r, e in present.items() if e["state"] == "completed")
+        return {
+            **x.base,
+            "outcome": "state",
+            "completed_ranks": done[:MAX_LISTED],
+            "detail": f"{x.op} seq {x.s} completed on {len(done)} rank(s), not on {len(x.waiting)}",
+            "_evidence": [
+                x.dumps[done[0]].event(pg(done[0]), present[done[0]]),
+                x.dumps[x.waiting[0]].event(pg(x.waiting[0]), present[x.waiting[0]]),
+            ],
+        }
+
+    def _rule_records_lost(self, x: _SeqRecords) -> dict[str, Any] | None:
+        if not x.unknown:
+            return None
+        return {
+            **x.base,
+            "outcome": "undecided",
+            "culprit_ranks": [],
+            "detail": f"{len(x.unknown)} rank(s) hold no record of seq {x.s} (ring buffer)",
+            "_evidence": [x.dumps[x.ref_rank].event(x.pg(x.ref_rank), x.present[x.ref_rank])],
+            "_blame": False,
+        }
 
     def _mismatch(
         self,
@@ -469,7 +658,6 @@ class FlightRecorderAnalyzer:
         dumps: dict[int, _Dump],
         without: list[int],
     ) -> None:
-        rank_host = ctx.facts.rank_host
         stragglers: list[tuple[dict[str, Any], int]] = []
         undecided: list[tuple[dict[str, Any], list[Event]]] = []
         for g in out:
@@ -481,49 +669,11 @@ class FlightRecorderAnalyzer:
                 f" ({g['pg_desc']})" if g["pg_desc"] else ""
             )
             if o == "not_joined":
-                f = ctx.add_finding(
-                    phase="localization",
-                    kind="fr_not_joined",
-                    title=f"Rank(s) {_short(g['missing_ranks'])} never joined {where} (flight recorder)",
-                    detail="Not all ranks joined the collective: " + g["detail"] + ".",
-                    confidence=0.9 if blame else 0.5,
-                    ranks=g["culprit_ranks"] if blame else g["missing_ranks"],
-                    hosts=[rank_host[r] for r in g["culprit_ranks"] if r in rank_host],
-                    evidence_events=evid,
-                )
+                _not_joined_finding(ctx, g, where, evid, blame)
                 if blame:
                     stragglers.extend((g, r) for r in g["culprit_ranks"])
             elif o in ("type", "size", "dtype"):
-                label = {"type": "op type", "size": "size", "dtype": "dtype"}[o]
-                who = f" on rank(s) {_short(g['culprit_ranks'])}" if g["culprit_ranks"] else ""
-                f = ctx.add_finding(
-                    phase="localization",
-                    kind="fr_mismatch",
-                    title=f"Collective {label} mismatch{who} in {where} (flight recorder)",
-                    detail=g["detail"] + ("" if blame else " — no majority, no rank named") + ".",
-                    confidence=0.9 if blame else 0.6,
-                    ranks=g["culprit_ranks"],
-                    evidence_events=evid,
-                    category="SOFTWARE",
-                )
-                if f is not None:
-                    for ev in evid:
-                        if ev.rank in set(g["culprit_ranks"]) or not g["culprit_ranks"]:
-                            ctx.facts.causes.append(
-                                {
-                                    "category": "SOFTWARE",
-                                    "strength": 0.9 if blame else 0.6,
-                                    "event": Event(
-                                        kind="fr_mismatch",
-                                        line=ev.line,
-                                        text=ev.text,
-                                        rank=ev.rank,
-                                        fields=dict(ev.fields, mismatch=o),
-                                        file=ev.file,
-                                    ),
-                                    "label": f"collective {label} mismatch across ranks (flight recorder)",
-                                }
-                            )
+                _mismatch_finding(ctx, g, where, evid, blame)
             elif o == "undecided":
                 undecided.append((g, evid))
             if "state" in g and st_ev and o == "matched":
@@ -538,25 +688,7 @@ class FlightRecorderAnalyzer:
                     evidence_events=st_ev,
                 )
         if without or undecided:
-            d = next(iter(dumps.values()))
-            evs = [e for _g, ev in undecided for e in ev[:1]]
-            evs = evs or [d.status_event(next(iter(d.fr["pg_status"]), "0"))]
-            what = (
-                f"no dump from rank(s) {_short(without, 16)}"
-                if without
-                else "some ranks hold no record of the collective compared"
-            )
-            ctx.add_finding(
-                phase="localization",
-                kind="fr_partial",
-                title=f"Flight-recorder comparison is partial: {what}",
-                detail=" ".join(f"PG {g['pg']}: {g['detail']}." for g, _ev in undecided[:4])
-                + " Ranks without a dump are not blamed, and neither is any rank by default:"
-                " a divergence involving them would go unseen.",
-                confidence=0.5,
-                ranks=[],
-                evidence_events=evs[:3],
-            )
+            _partial_finding(ctx, dumps, without, undecided)
         if stragglers:
             self._merge_stragglers(ctx, stragglers, dumps)
 
@@ -598,6 +730,17 @@ class FlightRecorderAnalyzer:
         nccl["stragglers"] = strag
         nccl["all_in_collective"] = False
         nccl["groups"] = _groups(rows)
+
+
+# what can differ at one seq, in the order it is asked; the first rule that answers decides
+_SEQ_RULES: tuple[tuple[str, Callable[..., dict[str, Any] | None]], ...] = (
+    ("some ranks never recorded it", FlightRecorderAnalyzer._rule_not_joined),
+    ("another op type", FlightRecorderAnalyzer._rule_op_type),
+    ("sizes that do not fit", FlightRecorderAnalyzer._rule_sizes),
+    ("another dtype", FlightRecorderAnalyzer._rule_dtypes),
+    ("completed on some ranks only", FlightRecorderAnalyzer._rule_state),
+    ("records lost from the ring buffer", FlightRecorderAnalyzer._rule_records_lost),
+)
 
 
 register_analyzer(FlightRecorderAnalyzer())

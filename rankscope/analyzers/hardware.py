@@ -156,123 +156,41 @@ class HardwareAnalyzer:
             )
 
     def _smi(self, ctx: Context, out: dict[str, Any]) -> None:
+        """Each nvidia-smi GPU reading checked by ``_SMI_CHECKS``: a finding with the
+        strongest action when any reading is wrong."""
         for e in ctx.by_kind.get("gpu_reading", []):
             r = e.fields.get("readings") or {}
-            problems: list[tuple[str, str, str]] = []  # (reading, message, action)
-            for name in (
-                "ecc_uncorrected_volatile",
-                "ecc_uncorrected_aggregate",
-                "retired_dbe",
-                "remapped_uncorrectable",
-            ):
-                v = r.get(name)
-                if isinstance(v, int | float) and v > 0:
-                    problems.append((name, f"{name.replace('_', ' ')} = {v}", "drain"))
-            for name in ("pending_retirement", "remap_pending"):
-                if str(r.get(name, "")).lower() in ("yes", "1", "true"):
-                    problems.append(
-                        (
-                            name,
-                            f"{name.replace('_', ' ')}: a reset is needed to retire memory",
-                            "reset",
-                        )
-                    )
-            if str(r.get("remap_failure", "")).lower() in ("yes", "1", "true"):
-                problems.append(("remap_failure", "row remapping failed", "replace"))
-            if r.get("lost"):
-                problems.append(("lost", f"nvidia-smi cannot reach the GPU ({r['lost']})", "drain"))
-            if str(r.get("sram_threshold_exceeded", "")).lower() == "yes":
-                problems.append(
-                    (
-                        "sram_threshold_exceeded",
-                        "SRAM uncorrectable errors over threshold",
-                        "replace",
-                    )
-                )
-            if str(r.get("drain_and_reset", "")).lower() == "yes":
-                problems.append(("drain_and_reset", "driver recommends drain and reset", "drain"))
-            elif str(r.get("reset_required", "")).lower() == "yes":
-                problems.append(("reset_required", "driver says a GPU reset is required", "reset"))
-            margin, slow_at = r.get("t_limit_margin_c"), r.get("slowdown_t_limit_c")
-            if (
-                isinstance(margin, int | float)
-                and margin <= (slow_at if isinstance(slow_at, int | float) else 0) + 2
-            ):
-                problems.append(
-                    ("t_limit_margin_c", f"{margin} °C from the thermal limit", "drain")
-                )
-            temp = r.get("temp_c")
-            limit = (
-                r.get("slowdown_temp_c")
-                if isinstance(r.get("slowdown_temp_c"), int | float)
-                else None
+            problems = [p for check in _SMI_CHECKS for p in check(r)]
+            out["gpus"].append(
+                {
+                    "host": e.host,
+                    "gpu": e.fields.get("gpu"),
+                    "file": e.file,
+                    "readings": {k: v for k, v in r.items() if not isinstance(v, dict)},
+                    "problems": [m for _, m, _ in problems],
+                    "notes": _power_notes(r),
+                }
             )
-            if isinstance(temp, int | float) and (temp >= (limit or 999) - 2 or temp > HOT_C):
-                problems.append(
-                    (
-                        "temp_c",
-                        f"temperature {temp} °C" + (f" (slowdown at {limit} °C)" if limit else ""),
-                        "drain",
-                    )
-                )
-            pw, cap = r.get("power_w"), r.get("power_limit_w")
-            notes = []
-            if (
-                isinstance(pw, int | float)
-                and isinstance(cap, int | float)
-                and cap > 0
-                and pw >= 0.98 * cap
-            ):
-                # a busy GPU normally runs at its power cap: context, not a fault by itself
-                notes.append(f"power {pw} W at its cap {cap} W")
-            for k, v in r.items():
-                if (
-                    k.startswith("throttle_")
-                    and v == "Active"
-                    and any(t in k for t in ("hw", "thermal", "power_brake", "slowdown"))
-                ):
-                    problems.append((k, f"clocks throttled: {k[9:].replace('_', ' ')}", "drain"))
-            sm, smax = r.get("sm_clock_mhz"), r.get("sm_clock_max_mhz")
-            # several samples: judge the clock by the power of its own sample
-            load_pw = r.get("sm_clock_power_w") if r.get("samples") else r.get("power_w")
-            if (
-                isinstance(sm, int | float)
-                and isinstance(smax, int | float)
-                and smax
-                and sm < 0.7 * smax
-                and (load_pw or 0) > 0.5 * (cap or 1e9)
-            ):
-                problems.append(
-                    ("sm_clock_mhz", f"SM clock {sm} MHz under load, max {smax}", "drain")
-                )
-            gpu = {
-                "host": e.host,
-                "gpu": e.fields.get("gpu"),
-                "file": e.file,
-                "readings": {k: v for k, v in r.items() if not isinstance(v, dict)},
-                "problems": [m for _, m, _ in problems],
-                "notes": notes,
-            }
-            out["gpus"].append(gpu)
-            if problems:
-                action = (
-                    "replace"
-                    if any(a == "replace" for *_, a in problems)
-                    else ("drain" if any(a == "drain" for *_, a in problems) else "reset")
-                )
-                ctx.add_finding(
-                    phase="isolation",
-                    kind="gpu_health",
-                    title=f"{e.host or e.file} GPU {e.fields.get('gpu')}: "
-                    + "; ".join(m for _, m, _ in problems[:3])
-                    + f" → {action}",
-                    detail=ACTION_TEXT.get(action, ""),
-                    confidence=0.8 if action != "app" else 0.5,
-                    hosts=[e.host] if e.host else [],
-                    evidence_events=[_reading_event(e, n) for n, _, _ in problems[:4]],
-                    action=action,
-                    category="HARDWARE",
-                )
+            if not problems:
+                continue
+            action = (
+                "replace"
+                if any(a == "replace" for *_, a in problems)
+                else ("drain" if any(a == "drain" for *_, a in problems) else "reset")
+            )
+            ctx.add_finding(
+                phase="isolation",
+                kind="gpu_health",
+                title=f"{e.host or e.file} GPU {e.fields.get('gpu')}: "
+                + "; ".join(m for _, m, _ in problems[:3])
+                + f" → {action}",
+                detail=ACTION_TEXT.get(action, ""),
+                confidence=0.8 if action != "app" else 0.5,
+                hosts=[e.host] if e.host else [],
+                evidence_events=[_reading_event(e, n) for n, _, _ in problems[:4]],
+                action=action,
+                category="HARDWARE",
+            )
 
     def _history(self, ctx: Context, out: dict[str, Any]) -> None:
         hist = ctx.options.history_hosts or {}
@@ -308,6 +226,111 @@ class HardwareAnalyzer:
                 evidence_events=evs[:2],
                 past_incidents=n,
             )
+
+
+# (reading, message, action) of one wrong nvidia-smi reading
+_Problem = tuple[str, str, str]
+_YES = ("yes", "1", "true")
+
+
+def _memory_problems(r: dict[str, Any]) -> list[_Problem]:
+    """Uncorrectable memory errors, retirement and remapping, a GPU off the bus."""
+    problems: list[_Problem] = []
+    for name in (
+        "ecc_uncorrected_volatile",
+        "ecc_uncorrected_aggregate",
+        "retired_dbe",
+        "remapped_uncorrectable",
+    ):
+        v = r.get(name)
+        if isinstance(v, int | float) and v > 0:
+            problems.append((name, f"{name.replace('_', ' ')} = {v}", "drain"))
+    for name in ("pending_retirement", "remap_pending"):
+        if str(r.get(name, "")).lower() in _YES:
+            problems.append(
+                (name, f"{name.replace('_', ' ')}: a reset is needed to retire memory", "reset")
+            )
+    if str(r.get("remap_failure", "")).lower() in _YES:
+        problems.append(("remap_failure", "row remapping failed", "replace"))
+    if r.get("lost"):
+        problems.append(("lost", f"nvidia-smi cannot reach the GPU ({r['lost']})", "drain"))
+    return problems
+
+
+def _driver_problems(r: dict[str, Any]) -> list[_Problem]:
+    """What the driver itself says: SRAM errors over threshold, drain and reset."""
+    problems: list[_Problem] = []
+    if str(r.get("sram_threshold_exceeded", "")).lower() == "yes":
+        problems.append(
+            ("sram_threshold_exceeded", "SRAM uncorrectable errors over threshold", "replace")
+        )
+    if str(r.get("drain_and_reset", "")).lower() == "yes":
+        problems.append(("drain_and_reset", "driver recommends drain and reset", "drain"))
+    elif str(r.get("reset_required", "")).lower() == "yes":
+        problems.append(("reset_required", "driver says a GPU reset is required", "reset"))
+    return problems
+
+
+def _thermal_problems(r: dict[str, Any]) -> list[_Problem]:
+    problems: list[_Problem] = []
+    margin, slow_at = r.get("t_limit_margin_c"), r.get("slowdown_t_limit_c")
+    if (
+        isinstance(margin, int | float)
+        and margin <= (slow_at if isinstance(slow_at, int | float) else 0) + 2
+    ):
+        problems.append(("t_limit_margin_c", f"{margin} °C from the thermal limit", "drain"))
+    temp = r.get("temp_c")
+    limit = r.get("slowdown_temp_c") if isinstance(r.get("slowdown_temp_c"), int | float) else None
+    if isinstance(temp, int | float) and (temp >= (limit or 999) - 2 or temp > HOT_C):
+        problems.append(
+            (
+                "temp_c",
+                f"temperature {temp} °C" + (f" (slowdown at {limit} °C)" if limit else ""),
+                "drain",
+            )
+        )
+    return problems
+
+
+def _clock_problems(r: dict[str, Any]) -> list[_Problem]:
+    """Clocks throttled by hardware, heat or power brake; an SM clock low under load."""
+    problems: list[_Problem] = [
+        (k, f"clocks throttled: {k[9:].replace('_', ' ')}", "drain")
+        for k, v in r.items()
+        if k.startswith("throttle_")
+        and v == "Active"
+        and any(t in k for t in ("hw", "thermal", "power_brake", "slowdown"))
+    ]
+    cap = r.get("power_limit_w")
+    sm, smax = r.get("sm_clock_mhz"), r.get("sm_clock_max_mhz")
+    # several samples: judge the clock by the power of its own sample
+    load_pw = r.get("sm_clock_power_w") if r.get("samples") else r.get("power_w")
+    if (
+        isinstance(sm, int | float)
+        and isinstance(smax, int | float)
+        and smax
+        and sm < 0.7 * smax
+        and (load_pw or 0) > 0.5 * (cap or 1e9)
+    ):
+        problems.append(("sm_clock_mhz", f"SM clock {sm} MHz under load, max {smax}", "drain"))
+    return problems
+
+
+# the checks of one GPU's readings, in the order their problems are listed
+_SMI_CHECKS = (_memory_problems, _driver_problems, _thermal_problems, _clock_problems)
+
+
+def _power_notes(r: dict[str, Any]) -> list[str]:
+    pw, cap = r.get("power_w"), r.get("power_limit_w")
+    if (
+        isinstance(pw, int | float)
+        and isinstance(cap, int | float)
+        and cap > 0
+        and pw >= 0.98 * cap
+    ):
+        # a busy GPU normally runs at its power cap: context, not a fault by itself
+        return [f"power {pw} W at its cap {cap} W"]
+    return []
 
 
 register_analyzer(HardwareAnalyzer())

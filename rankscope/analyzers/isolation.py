@@ -184,114 +184,22 @@ class IsolationAnalyzer:
     def _nccl_tests(
         self, ctx: Context, iso: dict[str, Any], topo: dict[str, dict[str, Any]]
     ) -> None:
-        runs = []
-        for e in ctx.by_kind.get("nccl_test_result", []):
-            f = e.fields
-            # the ≥ 256 MiB rows first: the "Avg bus bandwidth" line averages every size of the
-            # sweep, so it depends on -b/-e (8 B..16 GiB averages ~5x lower than 512 MiB..8 GiB)
-            if f.get("large_rows") and f.get("large_busbw") is not None:
-                bw, basis = f["large_busbw"], "large_rows"
-            elif f.get("avg_busbw") is not None:
-                bw, basis = f["avg_busbw"], "avg_line"
-            else:
-                bw, basis = f.get("large_busbw"), "last_rows"
-            if bw is None:
-                bw, basis = f.get("peak_busbw"), "peak"
-            if bw is None:
-                continue
-            runs.append(
-                {
-                    "event": e,
-                    "busbw": float(bw),
-                    "basis": basis,
-                    "hosts": f.get("hosts") or [],
-                    "scope": f.get("scope"),
-                    "test": f.get("test"),
-                }
-            )
+        """nccl-tests runs compared with each other (same scope and test), with the expected
+        bus bandwidth and with the link they ran on."""
+        runs = [r for e in ctx.by_kind.get("nccl_test_result", []) if (r := _nccl_test_run(e))]
         if not runs:
             return
         expected = ctx.options.expected_busbw
-        table = []
+        table: list[dict[str, Any]] = []
         for scope in sorted({r["scope"] for r in runs}):
-            same = [r for r in runs if r["scope"] == scope]
-            by_test: dict[str, list[dict[str, Any]]] = {}
-            for r in same:
-                by_test.setdefault(r["test"], []).append(r)
-            # a sweep without ≥ 256 MiB rows measures latency, not the fabric: compare it only
-            # with others like it
-            for test in list(by_test):
-                small = [r for r in by_test[test] if r["basis"] != "large_rows"]
-                if small and len(small) < len(by_test[test]):
-                    by_test[test] = [r for r in by_test[test] if r["basis"] == "large_rows"]
-                    by_test[f"{test} (small sizes only)"] = small
-            for test, rs in by_test.items():
+            for test, rs in _by_test([r for r in runs if r["scope"] == scope]).items():
                 best = max(r["busbw"] for r in rs)
-                for r in rs:
-                    row = {
-                        "file": r["event"].file,
-                        "line": r["event"].line,
-                        "test": test,
-                        "scope": scope,
-                        "hosts": r["hosts"],
-                        "busbw": r["busbw"],
-                        "busbw_from": r["basis"],
-                        "vs_best": round(r["busbw"] / best, 3) if best else None,
-                    }
-                    if topo:
-                        row["switches"] = sorted(
-                            {
-                                topo[h]["switch"]
-                                for h in r["hosts"]
-                                if h in topo and topo[h].get("switch")
-                            }
-                        )
-                    if expected:
-                        row["vs_expected"] = round(r["busbw"] / expected, 3)
-                    table.append(row)
+                table += [_nccl_test_row(r, test, scope, best, topo, expected) for r in rs]
                 slow = [r for r in rs if len(rs) > 1 and r["busbw"] < 0.6 * best]
                 if slow:
-                    good = [r for r in rs if r not in slow]
-                    hosts = sorted({h for r in slow for h in r["hosts"]})
-                    ok_hosts = sorted({h for r in good for h in r["hosts"]} - set(hosts))
-                    sw = ""
-                    if topo:
-                        s_bad = {topo[h]["switch"] for h in hosts if h in topo}
-                        s_ok = {topo[h]["switch"] for h in ok_hosts if h in topo}
-                        only = sorted(s_bad - s_ok)
-                        if only:
-                            sw = f"; slow nodes share switch(es) {', '.join(only)} that the fast ones do not use"
-                    good_bw = max(r["busbw"] for r in good)
-                    ctx.add_finding(
-                        phase="isolation",
-                        kind="nccl_tests_slow_group",
-                        title=f"{test} {scope.replace('_', '-')}: {', '.join(hosts[:6]) or 'some runs'} reach "
-                        f"{min(r['busbw'] for r in slow):.3g} GB/s busbw vs {good_bw:.3g} GB/s on the others{sw}",
-                        detail="Bus bandwidth that differs between node groups on the same test isolates the problem to "
-                        "the slow group's links, NICs or switch ports.",
-                        confidence=0.8,
-                        hosts=hosts,
-                        evidence_events=[r["event"] for r in slow[:3]]
-                        + [max(good, key=lambda r: r["busbw"])["event"]],
-                        category="NETWORK",
-                        busbw=[r["busbw"] for r in slow],
-                    )
+                    _slow_group_finding(ctx, test, scope, rs, slow, topo)
                 if expected:
-                    low = [r for r in rs if r["busbw"] < 0.8 * expected and r not in slow]
-                    for r in low[:5]:
-                        level = (
-                            "poor (< 50 %)" if r["busbw"] < 0.5 * expected else "degraded (< 80 %)"
-                        )
-                        ctx.add_finding(
-                            phase="isolation",
-                            kind="nccl_tests_below_expected",
-                            title=f"{test} on {', '.join(r['hosts'][:4]) or r['event'].file}: {r['busbw']:.3g} GB/s busbw, "
-                            f"{r['busbw'] / expected:.0%} of the expected {expected:g} GB/s — {level}",
-                            confidence=0.7,
-                            hosts=r["hosts"],
-                            evidence_events=[r["event"]],
-                            category="NETWORK",
-                        )
+                    _below_expected_findings(ctx, test, rs, slow, expected)
         self._against_link(ctx, runs, table)
         # intra vs inter: a healthy intra-node result with a poor inter-node one points at the fabric
         intra = [r for r in runs if r["scope"] == "intra_node"]
@@ -450,6 +358,130 @@ def _size(n: int) -> str:
         if n >= 1 << k and n % (1 << k) == 0:
             return f"{n >> k} {unit}"
     return f"{n} B"
+
+
+def _nccl_test_run(e: Event) -> dict[str, Any] | None:
+    """One nccl-tests run's bus bandwidth and where it comes from."""
+    f = e.fields
+    # the ≥ 256 MiB rows first: the "Avg bus bandwidth" line averages every size of the
+    # sweep, so it depends on -b/-e (8 B..16 GiB averages ~5x lower than 512 MiB..8 GiB)
+    if f.get("large_rows") and f.get("large_busbw") is not None:
+        bw, basis = f["large_busbw"], "large_rows"
+    elif f.get("avg_busbw") is not None:
+        bw, basis = f["avg_busbw"], "avg_line"
+    else:
+        bw, basis = f.get("large_busbw"), "last_rows"
+    if bw is None:
+        bw, basis = f.get("peak_busbw"), "peak"
+    if bw is None:
+        return None
+    return {
+        "event": e,
+        "busbw": float(bw),
+        "basis": basis,
+        "hosts": f.get("hosts") or [],
+        "scope": f.get("scope"),
+        "test": f.get("test"),
+    }
+
+
+def _by_test(same: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    by_test: dict[str, list[dict[str, Any]]] = {}
+    for r in same:
+        by_test.setdefault(r["test"], []).append(r)
+    # a sweep without ≥ 256 MiB rows measures latency, not the fabric: compare it only
+    # with others like it
+    for test in list(by_test):
+        small = [r for r in by_test[test] if r["basis"] != "large_rows"]
+        if small and len(small) < len(by_test[test]):
+            by_test[test] = [r for r in by_test[test] if r["basis"] == "large_rows"]
+            by_test[f"{test} (small sizes only)"] = small
+    return by_test
+
+
+def _nccl_test_row(
+    r: dict[str, Any],
+    test: str,
+    scope: str,
+    best: float,
+    topo: dict[str, dict[str, Any]],
+    expected: float | None,
+) -> dict[str, Any]:
+    row = {
+        "file": r["event"].file,
+        "line": r["event"].line,
+        "test": test,
+        "scope": scope,
+        "hosts": r["hosts"],
+        "busbw": r["busbw"],
+        "busbw_from": r["basis"],
+        "vs_best": round(r["busbw"] / best, 3) if best else None,
+    }
+    if topo:
+        row["switches"] = sorted(
+            {topo[h]["switch"] for h in r["hosts"] if h in topo and topo[h].get("switch")}
+        )
+    if expected:
+        row["vs_expected"] = round(r["busbw"] / expected, 3)
+    return row
+
+
+def _slow_group_finding(
+    ctx: Context,
+    test: str,
+    scope: str,
+    rs: list[dict[str, Any]],
+    slow: list[dict[str, Any]],
+    topo: dict[str, dict[str, Any]],
+) -> None:
+    """Runs of one test well below the best: the slow group's hosts (and switches)."""
+    good = [r for r in rs if r not in slow]
+    hosts = sorted({h for r in slow for h in r["hosts"]})
+    ok_hosts = sorted({h for r in good for h in r["hosts"]} - set(hosts))
+    sw = ""
+    if topo:
+        s_bad = {topo[h]["switch"] for h in hosts if h in topo}
+        s_ok = {topo[h]["switch"] for h in ok_hosts if h in topo}
+        only = sorted(s_bad - s_ok)
+        if only:
+            sw = f"; slow nodes share switch(es) {', '.join(only)} that the fast ones do not use"
+    good_bw = max(r["busbw"] for r in good)
+    ctx.add_finding(
+        phase="isolation",
+        kind="nccl_tests_slow_group",
+        title=f"{test} {scope.replace('_', '-')}: {', '.join(hosts[:6]) or 'some runs'} reach "
+        f"{min(r['busbw'] for r in slow):.3g} GB/s busbw vs {good_bw:.3g} GB/s on the others{sw}",
+        detail="Bus bandwidth that differs between node groups on the same test isolates the problem to "
+        "the slow group's links, NICs or switch ports.",
+        confidence=0.8,
+        hosts=hosts,
+        evidence_events=[r["event"] for r in slow[:3]]
+        + [max(good, key=lambda r: r["busbw"])["event"]],
+        category="NETWORK",
+        busbw=[r["busbw"] for r in slow],
+    )
+
+
+def _below_expected_findings(
+    ctx: Context,
+    test: str,
+    rs: list[dict[str, Any]],
+    slow: list[dict[str, Any]],
+    expected: float,
+) -> None:
+    low = [r for r in rs if r["busbw"] < 0.8 * expected and r not in slow]
+    for r in low[:5]:
+        level = "poor (< 50 %)" if r["busbw"] < 0.5 * expected else "degraded (< 80 %)"
+        ctx.add_finding(
+            phase="isolation",
+            kind="nccl_tests_below_expected",
+            title=f"{test} on {', '.join(r['hosts'][:4]) or r['event'].file}: {r['busbw']:.3g} GB/s busbw, "
+            f"{r['busbw'] / expected:.0%} of the expected {expected:g} GB/s — {level}",
+            confidence=0.7,
+            hosts=r["hosts"],
+            evidence_events=[r["event"]],
+            category="NETWORK",
+        )
 
 
 register_analyzer(IsolationAnalyzer())

@@ -183,21 +183,9 @@ class MetricsAnalyzer:
             return
         facts["slow_hosts"] = slow
         facts["equal_compute"] = equal_compute
-        rank_col = m.numpy("rank") if m.has("rank") else None
-        ranks = (
-            sorted({int(r) for r, h in zip(rank_col, hosts, strict=True) if h in slow and r == r})
-            if rank_col is not None
-            else []
-        )
-        evs = [e for r in ranks[:2] for e in _ev(samples, r, "last")]
-        fast_ranks = (
-            sorted(
-                {int(r) for r, h in zip(rank_col, hosts, strict=True) if h not in slow and r == r}
-            )[:1]
-            if rank_col is not None
-            else []
-        )
-        evs += [e for r in fast_ranks for e in _ev(samples, r, "last")]
+        ranks = _ranks_on(m, hosts, set(slow), on=True)
+        fast_ranks = _ranks_on(m, hosts, set(slow), on=False)[:1]
+        evs = [e for r in ranks[:2] + fast_ranks for e in _ev(samples, r, "last")]
         ctx.add_finding(
             phase="localization",
             kind="slow_network_hosts",
@@ -273,6 +261,19 @@ class MetricsAnalyzer:
             confidence=0.8,
             evidence_events=evs,
         )
+
+
+def _ranks_on(m: Any, hosts: np.ndarray, chosen: set[str], *, on: bool) -> list[int]:
+    """The ranks whose rows sit on (``on``) or off the ``chosen`` hosts."""
+    if not m.has("rank"):
+        return []
+    return sorted(
+        {
+            int(r)
+            for r, h in zip(m.numpy("rank"), hosts, strict=True)
+            if (h in chosen) == on and r == r
+        }
+    )
 
 
 register_analyzer(MetricsAnalyzer())

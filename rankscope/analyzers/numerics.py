@@ -47,6 +47,13 @@ def _series(m: Any, col: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return u, means, rows[first]
 
 
+def _finite_series(m: Any, col: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``_series`` without the steps whose value is not finite."""
+    steps, vals, rows = _series(m, col)
+    ok = np.isfinite(vals)
+    return steps[ok], vals[ok], rows[ok]
+
+
 def _with_null_runs(
     m: Any, steps: np.ndarray, loss: np.ndarray, rows: np.ndarray
 ) -> tuple[np.ndarray, ...]:
@@ -209,9 +216,7 @@ class NumericsAnalyzer:
         )
 
     def _stall(self, ctx: Context, name: str, m: Any, iso: dict[str, Any]) -> None:
-        steps, loss, rows = _series(m, "loss")
-        ok = np.isfinite(loss)
-        steps, loss, rows = steps[ok], loss[ok], rows[ok]
+        _steps, loss, rows = _finite_series(m, "loss")
         n = loss.size
         if n < 50:
             return
@@ -246,9 +251,7 @@ class NumericsAnalyzer:
         )
 
     def _regression(self, ctx: Context, name: str, m: Any, iso: dict[str, Any]) -> None:
-        steps, st, rows = _series(m, "step_time")
-        ok = np.isfinite(st)
-        steps, st, rows = steps[ok], st[ok], rows[ok]
+        steps, st, rows = _finite_series(m, "step_time")
         n = st.size
         if n < 20:
             return

@@ -183,44 +183,39 @@ class OddOneOutAnalyzer:
 
     # -- banners -----------------------------------------------------------------------
     def _banners(self, ctx: Context, out: list[dict[str, Any]]) -> None:
-        procs: dict[str, dict[str, list[Any]]] = {}
-        files: dict[str, str] = {}
-        for r in ctx.results:
-            for proc, attrs in (r.facts.get("banners") or {}).items():
-                if proc not in procs:
-                    procs[proc] = attrs
-                    files[proc] = r.name
-        if len(procs) < 3:
+        banners = _Banners.of(ctx)
+        if len(banners.procs) < 3:
             return
-        attrs = sorted({a for v in procs.values() for a in v if not a.startswith("_")})
-        rank_host = ctx.facts.rank_host
+        attrs = sorted({a for v in banners.procs.values() for a in v if not a.startswith("_")})
         for attr in attrs:
-            vals = {p: v[attr][0] for p, v in procs.items() if attr in v}
+            vals = {p: v[attr][0] for p, v in banners.procs.items() if attr in v}
             got = minority(vals)
-            if got is None:
-                continue
-            top, n, odd = got
-            ranks = sorted(int(p) for p in odd if p.isdigit())
-            hosts = sorted(
-                {rank_host[int(p)] for p in odd if p.isdigit() and int(p) in rank_host}
-                | {procs[p]["_host"][0] for p in odd if "_host" in procs[p]}
-            )
-            majority_proc = next(p for p, v in vals.items() if v == top)
+            if got is not None:
+                self._odd_banner(ctx, out, banners, attr, vals, got)
 
-            def ev(p: str, a: str = attr) -> Event:
-                value, line, text = procs[p][a]
-                return Event(
-                    kind="banner",
-                    line=line,
-                    text=text,
-                    rank=int(p) if p.isdigit() else None,
-                    host=procs[p]["_host"][0] if "_host" in procs[p] else None,
-                    file=files[p],
-                    fields={"attribute": a, "value": value},
-                )
-
-            name = attr.removeprefix("env.")
-            item = {
+    def _odd_banner(
+        self,
+        ctx: Context,
+        out: list[dict[str, Any]],
+        banners: _Banners,
+        attr: str,
+        vals: dict[str, Any],
+        got: tuple[Any, int, list[str]],
+    ) -> None:
+        """A banner attribute a few processes print differently: listed, a finding, and a
+        cause when it is the NCCL version of a job whose collectives failed."""
+        top, n, odd = got
+        procs = banners.procs
+        rank_host = ctx.facts.rank_host
+        ranks = sorted(int(p) for p in odd if p.isdigit())
+        hosts = sorted(
+            {rank_host[int(p)] for p in odd if p.isdigit() and int(p) in rank_host}
+            | {procs[p]["_host"][0] for p in odd if "_host" in procs[p]}
+        )
+        majority_proc = next(p for p, v in vals.items() if v == top)
+        name = attr.removeprefix("env.")
+        out.append(
+            {
                 "attribute": name,
                 "ranks": ranks,
                 "procs": odd[:64],
@@ -230,47 +225,78 @@ class OddOneOutAnalyzer:
                 "majority_count": n,
                 "reporting": len(vals),
             }
-            out.append(item)
-            is_version = attr in VERSION_ATTRS
-            who = (
-                f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
-                if ranks
-                else ", ".join(odd[:4])
+        )
+        is_version = attr in VERSION_ATTRS
+        who = (
+            f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
+            if ranks
+            else ", ".join(odd[:4])
+        )
+        evidence = [banners.event(p, attr) for p in [*odd[:3], majority_proc]]
+        ctx.add_finding(
+            phase="localization",
+            kind="odd_one_out",
+            title=f"{who}{' on ' + ', '.join(hosts[:4]) if hosts else ''}: {name} "
+            f"{vals[odd[0]]} where the other {n} have {top}",
+            detail=(
+                "Every rank must run the same library versions: a mixed NCCL or driver version "
+                "breaks or slows collectives. Fix the image or module load on those nodes."
+                if is_version
+                else "A setting that differs on a few ranks changes how their transport behaves "
+                "(timeouts, interfaces, protocols) and is a common cause of a few slow or failing "
+                "ranks. Make the environment the same on every node."
+            ),
+            confidence=0.8 if is_version else 0.6,
+            ranks=ranks,
+            hosts=hosts,
+            evidence_events=evidence,
+            category="SOFTWARE",
+        )
+        failed = any(
+            ctx.by_kind.get(k)
+            for k in ("watchdog_timeout", "watchdog_failure", "nccl_error", "async_exception")
+        )
+        if attr == "nccl_version" and failed:
+            ctx.facts.causes.append(
+                {
+                    "category": "SOFTWARE",
+                    "strength": 0.6,
+                    "event": evidence[0],
+                    "label": f"NCCL version {vals[odd[0]]} on {who} differs from the job's {top}",
+                    "ranks": ranks,
+                }
             )
-            evidence = [ev(p) for p in odd[:3]] + [ev(majority_proc)]
-            ctx.add_finding(
-                phase="localization",
-                kind="odd_one_out",
-                title=f"{who}{' on ' + ', '.join(hosts[:4]) if hosts else ''}: {name} "
-                f"{vals[odd[0]]} where the other {n} have {top}",
-                detail=(
-                    "Every rank must run the same library versions: a mixed NCCL or driver version "
-                    "breaks or slows collectives. Fix the image or module load on those nodes."
-                    if is_version
-                    else "A setting that differs on a few ranks changes how their transport behaves "
-                    "(timeouts, interfaces, protocols) and is a common cause of a few slow or failing "
-                    "ranks. Make the environment the same on every node."
-                ),
-                confidence=0.8 if is_version else 0.6,
-                ranks=ranks,
-                hosts=hosts,
-                evidence_events=evidence,
-                category="SOFTWARE",
-            )
-            failed = any(
-                ctx.by_kind.get(k)
-                for k in ("watchdog_timeout", "watchdog_failure", "nccl_error", "async_exception")
-            )
-            if attr == "nccl_version" and failed:
-                ctx.facts.causes.append(
-                    {
-                        "category": "SOFTWARE",
-                        "strength": 0.6,
-                        "event": evidence[0],
-                        "label": f"NCCL version {vals[odd[0]]} on {who} differs from the job's {top}",
-                        "ranks": ranks,
-                    }
-                )
+
+
+class _Banners:
+    """Each process's banner attributes (the first file that prints them), and the file."""
+
+    def __init__(self, procs: dict[str, dict[str, list[Any]]], files: dict[str, str]) -> None:
+        self.procs = procs
+        self.files = files
+
+    @classmethod
+    def of(cls, ctx: Context) -> _Banners:
+        procs: dict[str, dict[str, list[Any]]] = {}
+        files: dict[str, str] = {}
+        for r in ctx.results:
+            for proc, attrs in (r.facts.get("banners") or {}).items():
+                if proc not in procs:
+                    procs[proc] = attrs
+                    files[proc] = r.name
+        return cls(procs, files)
+
+    def event(self, p: str, a: str) -> Event:
+        value, line, text = self.procs[p][a]
+        return Event(
+            kind="banner",
+            line=line,
+            text=text,
+            rank=int(p) if p.isdigit() else None,
+            host=self.procs[p]["_host"][0] if "_host" in self.procs[p] else None,
+            file=self.files[p],
+            fields={"attribute": a, "value": value},
+        )
 
 
 register_analyzer(OddOneOutAnalyzer())

@@ -42,6 +42,7 @@ reads it for a ``slow`` shape.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -496,81 +497,81 @@ class SlowdownAnalyzer:
         after: np.ndarray,
         onset: dict[str, Any],
     ) -> dict[str, Any] | None:
-        host = fr.cols["host"]
-        # rows without a rank (one process's own metrics) are one series of their own
-        rank = np.where(np.isfinite(fr.cols["rank"]), fr.cols["rank"], -1.0)
-        base_step = onset["before"]
-        rose: dict[str, dict[int, tuple[float, float]]] = {}
-        for p in PARTS:
-            if not fr.has(p):
-                continue
-            b = _group_median(rank, np.where(before, fr.cols[p], np.nan))
-            a = _group_median(rank, np.where(after, fr.cols[p], np.nan))
-            rose[p] = {
-                r: (b[r], a[r])
-                for r in a
-                if r in b
-                and a[r] >= ctx.options.comm_ratio * max(b[r], 1e-9)
-                and a[r] - b[r] >= MIN_SHARE * base_step
-            }
-        ranks_all = sorted({int(r) for r in rank[before | after]})
-        n = max(1, len(ranks_all))
-        rank_host = {int(r): h for r, h in zip(rank, host, strict=True) if h and r == r}
+        """Which part of the step rose on which ranks decides: the first of
+        ``_ATTRIBUTION_RULES`` that applies."""
+        x = _Rises.of(ctx, fr, before, after, onset)
+        for _name, rule in _ATTRIBUTION_RULES:
+            got = rule(self, ctx, x)
+            if got is not None:
+                return got
+        return None
 
-        def hosts_of(rs: list[int]) -> list[str]:
-            return sorted({rank_host[r] for r in rs if r in rank_host})
-
+    def _rule_local_part(self, ctx: Context, x: _Rises) -> dict[str, Any] | None:
+        n = x.n
         for p, cat in (("compute_time", "HARDWARE"), ("data_time", "DATA")):
-            rs = sorted(rose.get(p, {}))
+            rs = sorted(x.rose.get(p, {}))
             if rs and len(rs) <= max(1, n // 2 - (1 if n % 2 == 0 else 0)) and len(rs) < n:
-                return self._local(ctx, fr, p, cat, rs, rose[p], hosts_of(rs), before, after, onset)
-        comm = rose.get("comm_time") or {}
-        quiet = [r for r in ranks_all if r not in comm]
-        if comm and 0 < len(quiet) <= max(1, n // 8) and len(comm) >= n // 2:
+                return self._local(
+                    ctx, x.fr, p, cat, rs, x.rose[p], x.hosts_of(rs), x.before, x.after, x.onset
+                )
+        return None
+
+    def _rule_waited_for(self, ctx: Context, x: _Rises) -> dict[str, Any] | None:
+        comm = x.rose.get("comm_time") or {}
+        quiet = [r for r in x.ranks_all if r not in comm]
+        if comm and 0 < len(quiet) <= max(1, x.n // 8) and len(comm) >= x.n // 2:
             # every rank but a few waits longer in the collective: the few are what they wait for
-            return self._waited_for(ctx, fr, quiet, comm, hosts_of(quiet), before, after, onset)
-        if comm:
-            return self._network(ctx, fr, rose, before, after, onset, rank_host, ranks_all)
-        if len(rose.get("compute_time", {})) >= max(1, n // 2):
-            # compute grew on (nearly) every rank: the model, the input sizes, or every GPU
-            signs = self._gpu_signs(ctx, fr, ranks_all, before, after, onset)
-            hot = len(signs) >= max(1, n // 2)
-            return self._finish(
-                ctx,
-                fr,
-                category="HARDWARE" if hot else "UNKNOWN",
-                part="compute_time",
-                ranks=[],
-                hosts=[],
-                changes=rose["compute_time"],
-                onset=onset,
-                before=before,
-                after=after,
-                confidence=0.6 if hot else 0.45,
-                why=(
-                    "the GPUs' telemetry shows them throttled together (cooling or power of the whole room or rack)"
-                    if hot
-                    else "compute grew on every rank alike: a change in the model, the sequence lengths or "
-                    "the batch, or something every node shares — not one rank or host"
-                ),
-            )
-        if "data_time" in rose and len(rose["data_time"]) >= n // 2:
-            rs = sorted(rose["data_time"])
-            return self._finish(
-                ctx,
-                fr,
-                category=self._storage_or_data(ctx, rs),
-                part="data_time",
-                ranks=[],
-                hosts=[],
-                changes=rose["data_time"],
-                onset=onset,
-                before=before,
-                after=after,
-                confidence=0.6,
-                why="data wait rose on every rank: the shared input path (storage, preprocessing) slowed down",
+            return self._waited_for(
+                ctx, x.fr, quiet, comm, x.hosts_of(quiet), x.before, x.after, x.onset
             )
         return None
+
+    def _rule_network(self, ctx: Context, x: _Rises) -> dict[str, Any] | None:
+        if not x.rose.get("comm_time"):
+            return None
+        return self._network(
+            ctx, x.fr, x.rose, x.before, x.after, x.onset, x.rank_host, x.ranks_all
+        )
+
+    def _rule_compute_everywhere(self, ctx: Context, x: _Rises) -> dict[str, Any] | None:
+        if len(x.rose.get("compute_time", {})) < max(1, x.n // 2):
+            return None
+        # compute grew on (nearly) every rank: the model, the input sizes, or every GPU
+        signs = self._gpu_signs(ctx, x.fr, x.ranks_all, x.before, x.after, x.onset)
+        hot = len(signs) >= max(1, x.n // 2)
+        return self._everywhere(
+            ctx,
+            x.fr,
+            category="HARDWARE" if hot else "UNKNOWN",
+            part="compute_time",
+            changes=x.rose["compute_time"],
+            onset=x.onset,
+            before=x.before,
+            after=x.after,
+            confidence=0.6 if hot else 0.45,
+            why=(
+                "the GPUs' telemetry shows them throttled together (cooling or power of the whole room or rack)"
+                if hot
+                else "compute grew on every rank alike: a change in the model, the sequence lengths or "
+                "the batch, or something every node shares — not one rank or host"
+            ),
+        )
+
+    def _rule_data_everywhere(self, ctx: Context, x: _Rises) -> dict[str, Any] | None:
+        if "data_time" not in x.rose or len(x.rose["data_time"]) < x.n // 2:
+            return None
+        return self._everywhere(
+            ctx,
+            x.fr,
+            category=self._storage_or_data(ctx, sorted(x.rose["data_time"])),
+            part="data_time",
+            changes=x.rose["data_time"],
+            onset=x.onset,
+            before=x.before,
+            after=x.after,
+            confidence=0.6,
+            why="data wait rose on every rank: the shared input path (storage, preprocessing) slowed down",
+        )
 
     def _waited_for(
         self,
@@ -651,13 +652,11 @@ class SlowdownAnalyzer:
                 extra_ev=[g["event"] for g in signs if g.get("event") is not None],
             )
         if onset.get("pattern") == "growth":
-            return self._finish(
+            return self._everywhere(
                 ctx,
                 fr,
                 category="SOFTWARE",
                 part=col,
-                ranks=[],
-                hosts=[],
                 changes=changes,
                 onset=onset,
                 before=before,
@@ -668,13 +667,11 @@ class SlowdownAnalyzer:
                 "accumulates (a growing list, graph, cache or host-memory leak). A throttled GPU or a slow "
                 "link steps down to a lower level and stays there; it does not grow without bound",
             )
-        return self._finish(
+        return self._everywhere(
             ctx,
             fr,
             category="UNKNOWN",
             part=col,
-            ranks=[],
-            hosts=[],
             changes=changes,
             onset=onset,
             before=before,
@@ -747,7 +744,8 @@ class SlowdownAnalyzer:
         after: np.ndarray,
         onset: dict[str, Any],
     ) -> list[dict[str, Any]]:
-        """Telemetry of the GPUs under ``ranks``: clock down, hot, at its power limit, throttled."""
+        """Telemetry of the GPUs under ``ranks``: clock down, hot, at its power limit, throttled
+        (one check each in ``_GPU_SIGNS``)."""
         if not any(fr.has(c) for c in ("sm_clock", "gpu_temp", "power", "throttle")):
             return []
         rank = fr.cols["rank"]
@@ -760,72 +758,19 @@ class SlowdownAnalyzer:
         out = []
         for r in ranks:
             mine = tele & (rank == r)
-            peers = tele & np.isfinite(rank) & (rank != r)
             if not mine.any():
                 continue
-            signs = []
+            w = _GpuRows(fr, mine, tele & np.isfinite(rank) & (rank != r), t_after, t_before)
+            signs: list[str] = []
             ev_i = None
-
-            def med(col: str, mask: np.ndarray) -> float:
-                v = fr.cols[col][mask]
-                v = v[np.isfinite(v)]
-                return float(np.median(v)) if v.size else float("nan")
-
-            if fr.has("sm_clock"):
-                now = med("sm_clock", mine & t_after)
-                was = med("sm_clock", mine & t_before)
-                peer = med("sm_clock", peers & t_after)
-                ref = (
-                    np.nanmax([was, peer])
-                    if not (math.isnan(was) and math.isnan(peer))
-                    else float("nan")
-                )
-                if not math.isnan(now) and not math.isnan(ref) and now <= 0.9 * ref:
-                    signs.append(f"SM clock {now:.0f} MHz vs {ref:.0f} MHz")
-                    cand = np.flatnonzero(mine & t_after & np.isfinite(fr.cols["sm_clock"]))
-                    if cand.size:
-                        ev_i = int(cand[np.argmin(fr.cols["sm_clock"][cand])])
-            if fr.has("gpu_temp"):
-                now = med("gpu_temp", mine & t_after)
-                peer = med("gpu_temp", peers & t_after)
-                if not math.isnan(now) and (
-                    now >= HOT_C or (not math.isnan(peer) and now >= peer + 10)
-                ):
-                    signs.append(
-                        f"temperature {now:.0f} °C"
-                        + (f" vs {peer:.0f} °C on its peers" if not math.isnan(peer) else "")
-                    )
-                    if ev_i is None:
-                        cand = np.flatnonzero(mine & np.isfinite(fr.cols["gpu_temp"]))
-                        ev_i = int(cand[np.argmax(fr.cols["gpu_temp"][cand])])
-            if fr.has("power") and fr.has("power_limit"):
-                pw, lim = med("power", mine & t_after), med("power_limit", mine)
-                if not math.isnan(pw) and not math.isnan(lim) and lim > 0 and pw >= 0.95 * lim:
-                    signs.append(f"power {pw:.0f} W at its {lim:.0f} W limit")
-            if fr.has("throttle"):
-                th = fr.cols["throttle"][mine & t_after]
-                th = th[np.isfinite(th)].astype(np.int64)
-                if th.size and np.mean((th & THERMAL_BITS) != 0) >= 0.5:
-                    signs.append("thermal slowdown reported as a clock-event reason")
-                elif th.size and np.mean((th & POWER_BITS) != 0) >= 0.5:
-                    signs.append("power cap reported as a clock-event reason")
+            for check in _GPU_SIGNS:
+                sign, i = check(w)
+                if sign:
+                    signs.append(sign)
+                if ev_i is None:
+                    ev_i = i
             if signs:
-                idx = np.flatnonzero(mine)
-                g = fr.cols["gpu"][idx]
-                g = g[np.isfinite(g)]
-                h = next((x for x in fr.cols["host"][idx] if x), None)
-                out.append(
-                    {
-                        "rank": r,
-                        "gpu": int(g[0]) if g.size else None,
-                        "host": h,
-                        "why": f"rank {r} (GPU {int(g[0]) if g.size else '?'} on {h or '?'}): "
-                        + ", ".join(signs),
-                        "event": fr.event(ev_i, "metrics_row", ["gpu", "gpu_temp", "sm_clock"])
-                        if ev_i is not None
-                        else None,
-                    }
-                )
+                out.append(_gpu_entry(fr, r, mine, signs, ev_i))
         return out
 
     def _time_windows(
@@ -867,6 +812,7 @@ class SlowdownAnalyzer:
         rank_host: dict[int, str],
         ranks_all: list[int],
     ) -> dict[str, Any]:
+        """Communication rose: on a minority of hosts (their links), or everywhere (the fabric)."""
         comm = rose["comm_time"]
         by_host: dict[str, list[int]] = {}
         for r in ranks_all:
@@ -876,70 +822,46 @@ class SlowdownAnalyzer:
             for h, rs in by_host.items()
             if h != "?" and sum(r in comm for r in rs) >= 0.5 * len(rs)
         )
-        comp = rose.get("compute_time", {})
-        flat = True
-        if fr.has("compute_time"):
-            rank = fr.cols["rank"]
-            b = _group_median(rank, np.where(before, fr.cols["compute_time"], np.nan))
-            a = _group_median(rank, np.where(after, fr.cols["compute_time"], np.nan))
-            rs = [r for r in comm if r in a and r in b]
-            flat = (
-                bool(rs)
-                and all(abs(a[r] - b[r]) <= 0.15 * max(b[r], 1e-9) for r in rs)
-                and not comp
-            )
+        flat = _compute_flat(fr, comm, rose.get("compute_time", {}), before, after)
         known = [h for h in by_host if h != "?"]
-        minority = bool(slow_hosts) and len(slow_hosts) <= len(known) / 2
-        topo = {e.host: e.fields for e in ctx.by_kind.get("topology_entry", []) if e.host}
-        shared: list[str] = []
-        if minority and topo:
-            for key in ("switch", "rack"):
-                vals = {topo.get(h, {}).get(key) for h in slow_hosts}
-                if len(vals) == 1 and None not in vals:
-                    v = vals.pop()
-                    others = [
-                        h for h in known if h not in slow_hosts and topo.get(h, {}).get(key) == v
-                    ]
-                    shared.append(
-                        f"{key} {v}"
-                        + ("" if not others else f" (also serves {len(others)} unaffected host(s))")
-                    )
-        if minority:
-            ranks = sorted(r for h in slow_hosts for r in by_host[h])
-            why = (
-                "compute stayed flat on those hosts, so their collectives waited on the network path (NIC, cable, switch port)"
-                if flat
-                else "compute changed too, so the network is the likelier but not the only explanation"
-            )
-            return self._finish(
+        if not (slow_hosts and len(slow_hosts) <= len(known) / 2):
+            return self._everywhere(
                 ctx,
                 fr,
                 category="NETWORK",
                 part="comm_time",
-                ranks=ranks,
-                hosts=slow_hosts,
-                changes={r: comm[r] for r in ranks if r in comm},
+                changes=comm,
                 onset=onset,
                 before=before,
                 after=after,
-                confidence=0.85 if flat else 0.6,
-                why=why,
-                switches=shared,
+                confidence=0.6 if flat else 0.45,
+                why="communication rose on (nearly) every host with compute flat: the fabric or a shared link, not one node",
             )
+        ranks = sorted(r for h in slow_hosts for r in by_host[h])
+        why = (
+            "compute stayed flat on those hosts, so their collectives waited on the network path (NIC, cable, switch port)"
+            if flat
+            else "compute changed too, so the network is the likelier but not the only explanation"
+        )
         return self._finish(
             ctx,
             fr,
             category="NETWORK",
             part="comm_time",
-            ranks=[],
-            hosts=[],
-            changes=comm,
+            ranks=ranks,
+            hosts=slow_hosts,
+            changes={r: comm[r] for r in ranks if r in comm},
             onset=onset,
             before=before,
             after=after,
-            confidence=0.6 if flat else 0.45,
-            why="communication rose on (nearly) every host with compute flat: the fabric or a shared link, not one node",
+            confidence=0.85 if flat else 0.6,
+            why=why,
+            switches=_shared_topology(ctx, slow_hosts, known),
         )
+
+    def _everywhere(self, ctx: Context, fr: Frame, **claim: Any) -> dict[str, Any]:
+        """A slowdown in which no rank or host stands out (``_finish`` without ranks or hosts)."""
+        return self._finish(ctx, fr, ranks=[], hosts=[], **claim)
 
     # -- the finding ------------------------------------------------------------------
     def _finish(
@@ -962,98 +884,17 @@ class SlowdownAnalyzer:
         extra_ev: list[Event] | None = None,
         waited_for: bool = False,
     ) -> dict[str, Any]:
+        """The decomposed slowdown's finding (title, detail, evidence rows) and its summary."""
         ranks = [r for r in ranks if r >= 0]  # -1: the rows without a rank
-        factors = [a / b for b, a in changes.values() if b > 0]
-        factor = float(np.median(factors)) if factors else onset["factor"]
+        factor = _factor(part, changes, onset)
         when = onset.get("time")
-        where = (
-            " and ".join(hosts)
-            if 0 < len(hosts) <= 3
-            else f"{len(hosts)} hosts"
-            if hosts
-            else "every host"
-            if part not in ("step_time", "throughput") and np.isfinite(fr.cols["rank"]).any()
-            else "the job"
+        title = _slow_title(
+            fr,
+            _Claim(category, part, ranks, hosts, changes, onset, why, gpus, waited_for),
+            factor,
         )
-        if ranks and not hosts:
-            where = f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
-        if gpus:
-            where = ", ".join(
-                f"rank {g['rank']} (GPU {g['gpu']} on {g['host'] or '?'})" for g in gpus[:3]
-            )
-        what = {
-            "comm_time": "communication time",
-            "compute_time": "compute time",
-            "data_time": "data wait",
-            "step_time": "step time",
-            "throughput": "throughput",
-        }[part]
-        verb = "fell" if part == "throughput" else "rose"
-        levels = (
-            float(np.median([b for b, _ in changes.values()])) if changes else onset["before"],
-            float(np.median([a for _, a in changes.values()])) if changes else onset["after"],
-        )
-        if part == "throughput":
-            factors = [b / a for b, a in changes.values() if a > 0]
-            factor = float(np.median(factors)) if factors else onset["factor"]
-        flat = "while compute stayed flat" if part == "comm_time" else ""
-        if part == "comm_time" and "not the only" in why:
-            flat = "while compute also changed"
-        if waited_for:
-            where = f"every rank but {', '.join(map(str, ranks[:8]))}"
-            flat = f"— the others waited for rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
-        title = (
-            f"{what[0].upper()}{what[1:]} {'of' if where == 'the job' else 'on'} {where} {verb} "
-            + (
-                f"{factor:.1f}x"
-                if factor < 10
-                else f"from {_secs(levels[0])} to {_secs(levels[1])}"
-            )
-            + " from "
-            + (
-                f"{when[11:16] if when and len(when) >= 16 else when} (step {onset['step']})"
-                if when
-                else f"step {onset['step']}"
-            )
-            + (f" {flat}" if flat else "")
-            + (
-                f", in {onset['stretches']} slow stretch{'es' if onset['stretches'] > 1 else ''} "
-                "with the run back at its pace between them"
-                if onset.get("pattern") == "recurring"
-                else ", growing at every step"
-                if onset.get("pattern") == "growth"
-                else ", for one step"
-                if onset.get("pattern") == "stall"
-                else ""
-            )
-            + (f": {category}" if category != "UNKNOWN" else "")
-            + (
-                f", {'that GPU' if len(gpus) == 1 else 'those GPUs'} ({why.split(': ', 1)[-1]})"
-                if gpus
-                else ""
-                if waited_for
-                else f", {'those hosts' if hosts else 'those ranks'}"
-                if hosts or ranks
-                else ""
-            )
-        )
-        evs: list[Event] = list(onset.get("events") or []) + list(extra_ev or [])
-        rank = fr.cols["rank"]
-        col = part
-        for r in (ranks or sorted(changes))[:2]:
-            mine = np.isnan(rank) if r == -1 else rank == r
-            for mask, label in ((before, "before"), (after, "after")):
-                idx = np.flatnonzero(mask & mine & np.isfinite(fr.cols[col]))
-                if idx.size:
-                    v = fr.cols[col][idx]
-                    i = int(idx[np.argmin(np.abs(v - np.median(v)))])
-                    evs.append(fr.event(i, "metrics_row", [col], window=label))
-        if ranks:
-            peers = np.flatnonzero(
-                after & np.isfinite(rank) & ~np.isin(rank, ranks) & np.isfinite(fr.cols[col])
-            )
-            if peers.size:
-                evs.append(fr.event(int(peers[0]), "metrics_row", [col], window="after, a peer"))
+        evs = _slow_evidence(fr, part, ranks, changes, onset, before, after, extra_ev)
+        what = PART_WHAT[part]
         detail = (
             f"Job step time {onset['before']:.3g} → {onset['after']:.3g} s from step {onset['step']}"
             + (f" ({when})" if when else "")
@@ -1064,15 +905,6 @@ class SlowdownAnalyzer:
             + f". {why[0].upper()}{why[1:]}."
             + (f" Shared: {', '.join(switches)}." if switches else "")
         )
-        label = {
-            "NETWORK": "communication slowed down" + (" on a subset of hosts" if hosts else ""),
-            "HARDWARE": "a GPU slowed down (thermal or power throttling)",
-            "DATA": "data loading slowed down",
-            "STORAGE_IO": "reads from storage slowed down",
-            "UNKNOWN": "compute slowed down on some ranks"
-            if part == "compute_time"
-            else "the job's steps slowed down",
-        }.get(category, "the step slowed down")
         f = ctx.add_finding(
             phase="localization",
             kind="slowdown_decomposed",
@@ -1087,13 +919,7 @@ class SlowdownAnalyzer:
         )
         return {
             "category": category,
-            "part": {
-                "comm_time": "comm",
-                "compute_time": "compute",
-                "data_time": "data",
-                "step_time": "step",
-                "throughput": "step",
-            }[part],
+            "part": PART_SHORT[part],
             "ranks": ranks,
             "hosts": hosts,
             "gpus": gpus or [],
@@ -1102,7 +928,7 @@ class SlowdownAnalyzer:
             "onset_step": onset["step"],
             "onset_time": when,
             "confidence": confidence,
-            "label": label,
+            "label": _slow_label(category, part, hosts),
             "finding": f,
         }
 
@@ -1138,6 +964,362 @@ class SlowdownAnalyzer:
 
 def _secs(v: float) -> str:
     return f"{v * 1000:.0f} ms" if v < 1 else f"{v:.2f} s"
+
+
+@dataclass
+class _Rises:
+    """Which parts of the step rose on which ranks between the windows before and after the
+    onset (by at least ``comm_ratio`` and ``MIN_SHARE`` of the earlier step)."""
+
+    fr: Frame
+    before: np.ndarray
+    after: np.ndarray
+    onset: dict[str, Any]
+    rose: dict[str, dict[int, tuple[float, float]]]
+    ranks_all: list[int]
+    rank_host: dict[int, str]
+
+    @property
+    def n(self) -> int:
+        return max(1, len(self.ranks_all))
+
+    def hosts_of(self, rs: list[int]) -> list[str]:
+        return sorted({self.rank_host[r] for r in rs if r in self.rank_host})
+
+    @classmethod
+    def of(
+        cls,
+        ctx: Context,
+        fr: Frame,
+        before: np.ndarray,
+        after: np.ndarray,
+        onset: dict[str, Any],
+    ) -> _Rises:
+        host = fr.cols["host"]
+        # rows without a rank (one process's own metrics) are one series of their own
+        rank = np.where(np.isfinite(fr.cols["rank"]), fr.cols["rank"], -1.0)
+        base_step = onset["before"]
+        rose: dict[str, dict[int, tuple[float, float]]] = {}
+        for p in PARTS:
+            if not fr.has(p):
+                continue
+            b = _group_median(rank, np.where(before, fr.cols[p], np.nan))
+            a = _group_median(rank, np.where(after, fr.cols[p], np.nan))
+            rose[p] = {
+                r: (b[r], a[r])
+                for r in a
+                if r in b
+                and a[r] >= ctx.options.comm_ratio * max(b[r], 1e-9)
+                and a[r] - b[r] >= MIN_SHARE * base_step
+            }
+        return cls(
+            fr=fr,
+            before=before,
+            after=after,
+            onset=onset,
+            rose=rose,
+            ranks_all=sorted({int(r) for r in rank[before | after]}),
+            rank_host={int(r): h for r, h in zip(rank, host, strict=True) if h and r == r},
+        )
+
+
+class _GpuRows:
+    """One GPU's telemetry rows, its peers', and the windows before and after the onset."""
+
+    def __init__(
+        self,
+        fr: Frame,
+        mine: np.ndarray,
+        peers: np.ndarray,
+        t_after: np.ndarray,
+        t_before: np.ndarray,
+    ) -> None:
+        self.fr, self.mine, self.peers = fr, mine, peers
+        self.t_after, self.t_before = t_after, t_before
+
+    def med(self, col: str, mask: np.ndarray) -> float:
+        v = self.fr.cols[col][mask]
+        v = v[np.isfinite(v)]
+        return float(np.median(v)) if v.size else float("nan")
+
+
+# a sign of a slow GPU and the row that shows it (None, None when the GPU looks fine)
+_Sign = tuple[str | None, int | None]
+
+
+def _clock_sign(w: _GpuRows) -> _Sign:
+    fr = w.fr
+    if not fr.has("sm_clock"):
+        return None, None
+    now = w.med("sm_clock", w.mine & w.t_after)
+    was = w.med("sm_clock", w.mine & w.t_before)
+    peer = w.med("sm_clock", w.peers & w.t_after)
+    ref = np.nanmax([was, peer]) if not (math.isnan(was) and math.isnan(peer)) else float("nan")
+    if math.isnan(now) or math.isnan(ref) or now > 0.9 * ref:
+        return None, None
+    cand = np.flatnonzero(w.mine & w.t_after & np.isfinite(fr.cols["sm_clock"]))
+    row = int(cand[np.argmin(fr.cols["sm_clock"][cand])]) if cand.size else None
+    return f"SM clock {now:.0f} MHz vs {ref:.0f} MHz", row
+
+
+def _temperature_sign(w: _GpuRows) -> _Sign:
+    fr = w.fr
+    if not fr.has("gpu_temp"):
+        return None, None
+    now = w.med("gpu_temp", w.mine & w.t_after)
+    peer = w.med("gpu_temp", w.peers & w.t_after)
+    if math.isnan(now) or not (now >= HOT_C or (not math.isnan(peer) and now >= peer + 10)):
+        return None, None
+    cand = np.flatnonzero(w.mine & np.isfinite(fr.cols["gpu_temp"]))
+    return (
+        f"temperature {now:.0f} °C"
+        + (f" vs {peer:.0f} °C on its peers" if not math.isnan(peer) else ""),
+        int(cand[np.argmax(fr.cols["gpu_temp"][cand])]),
+    )
+
+
+def _power_sign(w: _GpuRows) -> _Sign:
+    if not (w.fr.has("power") and w.fr.has("power_limit")):
+        return None, None
+    pw, lim = w.med("power", w.mine & w.t_after), w.med("power_limit", w.mine)
+    if not math.isnan(pw) and not math.isnan(lim) and lim > 0 and pw >= 0.95 * lim:
+        return f"power {pw:.0f} W at its {lim:.0f} W limit", None
+    return None, None
+
+
+def _throttle_sign(w: _GpuRows) -> _Sign:
+    if not w.fr.has("throttle"):
+        return None, None
+    th = w.fr.cols["throttle"][w.mine & w.t_after]
+    th = th[np.isfinite(th)].astype(np.int64)
+    if th.size and np.mean((th & THERMAL_BITS) != 0) >= 0.5:
+        return "thermal slowdown reported as a clock-event reason", None
+    if th.size and np.mean((th & POWER_BITS) != 0) >= 0.5:
+        return "power cap reported as a clock-event reason", None
+    return None, None
+
+
+# the checks of one GPU, in the order its signs are listed (the first row found is quoted)
+_GPU_SIGNS = (_clock_sign, _temperature_sign, _power_sign, _throttle_sign)
+
+
+def _gpu_entry(
+    fr: Frame, r: int, mine: np.ndarray, signs: list[str], ev_i: int | None
+) -> dict[str, Any]:
+    idx = np.flatnonzero(mine)
+    g = fr.cols["gpu"][idx]
+    g = g[np.isfinite(g)]
+    h = next((x for x in fr.cols["host"][idx] if x), None)
+    return {
+        "rank": r,
+        "gpu": int(g[0]) if g.size else None,
+        "host": h,
+        "why": f"rank {r} (GPU {int(g[0]) if g.size else '?'} on {h or '?'}): " + ", ".join(signs),
+        "event": fr.event(ev_i, "metrics_row", ["gpu", "gpu_temp", "sm_clock"])
+        if ev_i is not None
+        else None,
+    }
+
+
+def _compute_flat(
+    fr: Frame,
+    comm: dict[int, tuple[float, float]],
+    comp: dict[int, tuple[float, float]],
+    before: np.ndarray,
+    after: np.ndarray,
+) -> bool:
+    """Compute stayed within 15 % on the ranks whose communication rose."""
+    if not fr.has("compute_time"):
+        return True
+    rank = fr.cols["rank"]
+    b = _group_median(rank, np.where(before, fr.cols["compute_time"], np.nan))
+    a = _group_median(rank, np.where(after, fr.cols["compute_time"], np.nan))
+    rs = [r for r in comm if r in a and r in b]
+    return bool(rs) and all(abs(a[r] - b[r]) <= 0.15 * max(b[r], 1e-9) for r in rs) and not comp
+
+
+def _shared_topology(ctx: Context, slow_hosts: list[str], known: list[str]) -> list[str]:
+    """The switch or rack every slow host hangs off, when the topology is known."""
+    topo = {e.host: e.fields for e in ctx.by_kind.get("topology_entry", []) if e.host}
+    shared: list[str] = []
+    if not topo:
+        return shared
+    for key in ("switch", "rack"):
+        vals = {topo.get(h, {}).get(key) for h in slow_hosts}
+        if len(vals) == 1 and None not in vals:
+            v = vals.pop()
+            others = [h for h in known if h not in slow_hosts and topo.get(h, {}).get(key) == v]
+            shared.append(
+                f"{key} {v}"
+                + ("" if not others else f" (also serves {len(others)} unaffected host(s))")
+            )
+    return shared
+
+
+PART_WHAT = {
+    "comm_time": "communication time",
+    "compute_time": "compute time",
+    "data_time": "data wait",
+    "step_time": "step time",
+    "throughput": "throughput",
+}
+PART_SHORT = {
+    "comm_time": "comm",
+    "compute_time": "compute",
+    "data_time": "data",
+    "step_time": "step",
+    "throughput": "step",
+}
+_PATTERN_TAIL = {
+    "growth": ", growing at every step",
+    "stall": ", for one step",
+}
+
+
+def _factor(part: str, changes: dict[int, tuple[float, float]], onset: dict[str, Any]) -> float:
+    """How many times slower, per rank's median (throughput: how many times lower)."""
+    if part == "throughput":
+        factors = [b / a for b, a in changes.values() if a > 0]
+    else:
+        factors = [a / b for b, a in changes.values() if b > 0]
+    return float(np.median(factors)) if factors else onset["factor"]
+
+
+def _where(
+    fr: Frame, part: str, ranks: list[int], hosts: list[str], gpus: list[dict[str, Any]] | None
+) -> str:
+    if gpus:
+        return ", ".join(
+            f"rank {g['rank']} (GPU {g['gpu']} on {g['host'] or '?'})" for g in gpus[:3]
+        )
+    if ranks and not hosts:
+        return f"rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
+    if 0 < len(hosts) <= 3:
+        return " and ".join(hosts)
+    if hosts:
+        return f"{len(hosts)} hosts"
+    if part not in ("step_time", "throughput") and np.isfinite(fr.cols["rank"]).any():
+        return "every host"
+    return "the job"
+
+
+@dataclass
+class _Claim:
+    """What the finding says: which part of the step changed, where, and why."""
+
+    category: str
+    part: str
+    ranks: list[int]
+    hosts: list[str]
+    changes: dict[int, tuple[float, float]]
+    onset: dict[str, Any]
+    why: str
+    gpus: list[dict[str, Any]] | None
+    waited_for: bool
+
+
+def _slow_title(fr: Frame, c: _Claim, factor: float) -> str:
+    """What rose (or fell) where, by how much, from when, in which pattern, and why."""
+    category, part, ranks, hosts = c.category, c.part, c.ranks, c.hosts
+    changes, onset, why, gpus, waited_for = c.changes, c.onset, c.why, c.gpus, c.waited_for
+    what = PART_WHAT[part]
+    where = _where(fr, part, ranks, hosts, gpus)
+    when = onset.get("time")
+    verb = "fell" if part == "throughput" else "rose"
+    levels = (
+        float(np.median([b for b, _ in changes.values()])) if changes else onset["before"],
+        float(np.median([a for _, a in changes.values()])) if changes else onset["after"],
+    )
+    flat = "while compute stayed flat" if part == "comm_time" else ""
+    if part == "comm_time" and "not the only" in why:
+        flat = "while compute also changed"
+    if waited_for:
+        where = f"every rank but {', '.join(map(str, ranks[:8]))}"
+        flat = f"— the others waited for rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks[:8]))}"
+    pattern = onset.get("pattern")
+    if pattern == "recurring":
+        tail = (
+            f", in {onset['stretches']} slow stretch{'es' if onset['stretches'] > 1 else ''} "
+            "with the run back at its pace between them"
+        )
+    else:
+        tail = _PATTERN_TAIL.get(pattern or "", "")
+    if gpus:
+        whom = f", {'that GPU' if len(gpus) == 1 else 'those GPUs'} ({why.split(': ', 1)[-1]})"
+    elif waited_for:
+        whom = ""
+    elif hosts or ranks:
+        whom = f", {'those hosts' if hosts else 'those ranks'}"
+    else:
+        whom = ""
+    return (
+        f"{what[0].upper()}{what[1:]} {'of' if where == 'the job' else 'on'} {where} {verb} "
+        + (f"{factor:.1f}x" if factor < 10 else f"from {_secs(levels[0])} to {_secs(levels[1])}")
+        + " from "
+        + (
+            f"{when[11:16] if when and len(when) >= 16 else when} (step {onset['step']})"
+            if when
+            else f"step {onset['step']}"
+        )
+        + (f" {flat}" if flat else "")
+        + tail
+        + (f": {category}" if category != "UNKNOWN" else "")
+        + whom
+    )
+
+
+def _slow_evidence(
+    fr: Frame,
+    part: str,
+    ranks: list[int],
+    changes: dict[int, tuple[float, float]],
+    onset: dict[str, Any],
+    before: np.ndarray,
+    after: np.ndarray,
+    extra_ev: list[Event] | None,
+) -> list[Event]:
+    """The onset's rows, the telemetry's, a typical row before and after for up to two of
+    the ranks, and a peer's row after."""
+    evs: list[Event] = list(onset.get("events") or []) + list(extra_ev or [])
+    rank = fr.cols["rank"]
+    col = part
+    for r in (ranks or sorted(changes))[:2]:
+        mine = np.isnan(rank) if r == -1 else rank == r
+        for mask, label in ((before, "before"), (after, "after")):
+            idx = np.flatnonzero(mask & mine & np.isfinite(fr.cols[col]))
+            if idx.size:
+                v = fr.cols[col][idx]
+                i = int(idx[np.argmin(np.abs(v - np.median(v)))])
+                evs.append(fr.event(i, "metrics_row", [col], window=label))
+    if ranks:
+        peers = np.flatnonzero(
+            after & np.isfinite(rank) & ~np.isin(rank, ranks) & np.isfinite(fr.cols[col])
+        )
+        if peers.size:
+            evs.append(fr.event(int(peers[0]), "metrics_row", [col], window="after, a peer"))
+    return evs
+
+
+def _slow_label(category: str, part: str, hosts: list[str]) -> str:
+    return {
+        "NETWORK": "communication slowed down" + (" on a subset of hosts" if hosts else ""),
+        "HARDWARE": "a GPU slowed down (thermal or power throttling)",
+        "DATA": "data loading slowed down",
+        "STORAGE_IO": "reads from storage slowed down",
+        "UNKNOWN": "compute slowed down on some ranks"
+        if part == "compute_time"
+        else "the job's steps slowed down",
+    }.get(category, "the step slowed down")
+
+
+# what rose where, in the order the analyst asks; the first rule that answers decides
+_ATTRIBUTION_RULES: tuple[tuple[str, Callable[..., dict[str, Any] | None]], ...] = (
+    ("compute or data wait rose on a minority of ranks", SlowdownAnalyzer._rule_local_part),
+    ("all but a few ranks waited longer in collectives", SlowdownAnalyzer._rule_waited_for),
+    ("communication rose", SlowdownAnalyzer._rule_network),
+    ("compute rose on (nearly) every rank", SlowdownAnalyzer._rule_compute_everywhere),
+    ("data wait rose on every rank", SlowdownAnalyzer._rule_data_everywhere),
+)
 
 
 register_analyzer(SlowdownAnalyzer())

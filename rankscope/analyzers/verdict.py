@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -262,6 +263,100 @@ def _earlier(a: str | None, b: str | None, seconds: float = 60.0) -> bool:
     return gap is not None and gap >= seconds
 
 
+def _by_time(causes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return sorted(causes, key=lambda c: (etime(c["event"]) or "9999", -c["strength"]))
+
+
+def _pick_cause(
+    specific: list[dict[str, Any]], network: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """The earliest strong specific cause; a network cause only when clearly earlier
+    (network errors are usually the echo of a peer that died)."""
+    if specific:
+        pick = _by_time([c for c in specific if c["strength"] >= 0.75] or specific)[0]
+        if network:
+            first_net = _by_time(network)[0]
+            if _earlier(etime(first_net["event"]), etime(pick["event"])):
+                return first_net
+        return pick
+    return _by_time(network)[0] if network else None
+
+
+def _slow_metrics(ctx: Context, met: dict[str, Any]) -> bool:
+    return bool(
+        met.get("slowdown")
+        or met.get("slow_hosts")
+        or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop
+    )
+
+
+@dataclass
+class _Situation:
+    """What the decision rules look at, gathered once."""
+
+    causes: list[dict[str, Any]]
+    nccl: dict[str, Any]
+    met: dict[str, Any]
+    succeeded: bool
+    fatal: bool
+    specific: list[dict[str, Any]]  # strong causes other than the network
+    network: list[dict[str, Any]]  # strong network causes
+    exhausted: list[Event]
+    stragglers: list[int]
+
+    @classmethod
+    def of(cls, ctx: Context) -> _Situation:
+        causes = ctx.facts.causes
+        strong = [c for c in causes if c["strength"] >= 0.5]
+        return cls(
+            causes=causes,
+            nccl=ctx.facts.nccl,
+            met=ctx.facts.metrics,
+            succeeded=bool(ctx.by_kind.get("run_succeeded")),
+            fatal=any(ctx.by_kind.get(k) for k in FATAL),
+            specific=[c for c in strong if c["category"] != "NETWORK"],
+            network=[c for c in strong if c["category"] == "NETWORK"],
+            exhausted=ctx.facts.retry_exhausted,
+            stragglers=ctx.facts.nccl.get("stragglers", []),
+        )
+
+
+class _Chain:
+    """Steps of the root-cause chain; an evidence line is quoted once."""
+
+    def __init__(self) -> None:
+        self.steps: list[dict[str, Any]] = []
+
+    def add(self, e: Event | None, what: str, rank: int | None = None) -> None:
+        if e is None:
+            return
+        if any(
+            c["evidence"]
+            and c["evidence"][0]["line"] == e.line
+            and c["evidence"][0]["file"] == e.file
+            for c in self.steps
+        ):
+            return
+        self.steps.append(
+            {
+                "time": etime(e),
+                "rank": e.rank if rank is None else rank,
+                "event": what,
+                "evidence": [evidence(e)],
+            }
+        )
+
+    def in_time_order(self) -> list[dict[str, Any]]:
+        """In time order; steps without any time keep their place after the root."""
+        chain = self.steps
+        if chain and chain[0]["time"]:
+            chain.sort(key=lambda c: c["time"] or "9999")
+            return chain
+        rest = chain[1:]
+        rest.sort(key=lambda c: c["time"] or "9999")
+        return chain[:1] + rest
+
+
 class VerdictAnalyzer:
     name = "verdict"
     phase = "root_cause"
@@ -345,152 +440,161 @@ class VerdictAnalyzer:
             )
 
     # -- decision ---------------------------------------------------------
+    # The verdict is the first rule, in this order, that applies (``_DECISION_RULES`` at the
+    # end of the class): a finished job is healthy or slow; a cause logged by some rank beats
+    # the NCCL state; without a cause the metrics, the collectives' state and the way the
+    # processes ended decide.
     def _decide(self, ctx: Context) -> Verdict:
-        causes = ctx.facts.causes
-        nccl = ctx.facts.nccl
-        met = ctx.facts.metrics
-        succeeded = bool(ctx.by_kind.get("run_succeeded"))
-        fatal = any(ctx.by_kind.get(k) for k in FATAL)
-        strong = [c for c in causes if c["strength"] >= 0.5]
-        specific = [c for c in strong if c["category"] != "NETWORK"]
-        network = [c for c in strong if c["category"] == "NETWORK"]
-        exhausted = ctx.facts.retry_exhausted
-
-        if succeeded and not fatal:
-            if (
-                met.get("slowdown")
-                or met.get("slow_hosts")
-                or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop
-            ):
-                return self._slow(ctx, met)
-            return Verdict(shape="none", category="UNKNOWN", confidence=0.8)
-
-        stragglers = nccl.get("stragglers", [])
-        if stragglers and not [
-            c
-            for c in specific
-            if c["category"] not in ("DATA", "STORAGE_IO", "SOFTWARE")
-            or c["event"].rank not in stragglers
-        ]:
-            # every specific cause sits on a straggler: the job hung waiting for it
-            return self._straggler(ctx, stragglers)
-        pick = None
-        if specific:
-            best = [c for c in specific if c["strength"] >= 0.75] or specific
-            best.sort(key=lambda c: (etime(c["event"]) or "9999", -c["strength"]))
-            pick = best[0]
-            if network:
-                network.sort(key=lambda c: (etime(c["event"]) or "9999", -c["strength"]))
-                if _earlier(etime(network[0]["event"]), etime(pick["event"])):
-                    pick = network[0]
-        elif network:
-            network.sort(key=lambda c: (etime(c["event"]) or "9999", -c["strength"]))
-            pick = network[0]
-        if pick is not None:
-            return self._from_cause(ctx, pick, causes)
-        if met.get("nan_step") is not None:
-            return Verdict(
-                shape="diverge",
-                category="NUMERICAL",
-                confidence=0.8,
-                root_label="loss became NaN/Inf in the metrics",
-            )
-        if exhausted:
-            e = exhausted[0]
-            return Verdict(
-                shape="crash",
-                category="STORAGE_IO",
-                confidence=0.6,
-                root=e,
-                root_label="retries exhausted",
-                culprit_ranks=[e.rank] if e.rank is not None else [],
-            )
-        if stragglers:
-            return self._straggler(ctx, stragglers)
-        if nccl.get("all_in_collective"):
-            rows = [r for r in nccl["rows"] if r["role"] == "initiator"]
-            return Verdict(
-                shape="hang",
-                category="NETWORK",
-                confidence=0.55,
-                root=rows[0]["_ev"] if rows else None,
-                root_label="a collective every rank entered never completed",
-            )
-        if (
-            met.get("slowdown")
-            or met.get("slow_hosts")
-            or (met.get("throughput_drop") or 0) >= ctx.options.throughput_drop
-            or met.get("stragglers")
-        ):
-            return self._slow(ctx, met)
-        prep = self._preprocessing_hang(ctx, causes)
-        if prep is not None:
-            return prep
-        if ctx.by_kind.get("watchdog_hang") and not ctx.by_kind.get("watchdog_timeout"):
-            ev = ctx.kinds("watchdog_hang")[0]
-            return Verdict(
-                shape="hang",
-                category="SOFTWARE",
-                confidence=0.45,
-                root=ev,
-                root_label="the NCCL watchdog thread itself stopped making progress (a NCCL/CUDA "
-                "call hung inside the process)",
-                extra={"decided_by": "rule: heartbeat monitor fired without a collective timeout"},
-            )
-        uncaught = self._uncaught(ctx, fatal)
-        if uncaught is not None:
-            return uncaught
-        act = activity_hang(ctx)  # what the job was doing when the collective stalled
-        if act is not None:
-            return Verdict(**act)
-        if ctx.by_kind.get("watchdog_timeout") or ctx.by_kind.get("watchdog_failure"):
-            ev = quotable(ctx.kinds("watchdog_timeout", "watchdog_failure"))[0]
-            silent = nccl.get("silent", [])
-            network_said = any(
-                ctx.by_kind.get(k) for k in ("network_error", "nccl_error", "connection_error")
-            )
-            return Verdict(
-                shape="hang",
-                category="UNKNOWN" if network_said else "SOFTWARE",
-                confidence=0.3,
-                root=ev,
-                root_label="collective timeout with no rank explaining it"
-                + ("" if network_said else ": most often ranks that took different code paths"),
-                culprit_ranks=silent[:32],
-                extra={
-                    "decided_by": "rule: a collective timed out and no rank logged a fault of "
-                    "its own (no NCCL/network, device or process error) — PyTorch's own hint: "
-                    "collectives issued in a different order or on some ranks only"
-                },
-            )
-        if fatal:
-            ev = ctx.facts.torchrun_first or ctx.kinds(*FATAL)[0]
-            killed = [
-                e
-                for e in ctx.kinds("torchrun_failure", "torchrun_failed")
-                if e.fields.get("exitcode") == -9
-            ]
-            if killed:
-                e = killed[0]
-                return Verdict(
-                    shape="crash",
-                    category="OOM",
-                    confidence=0.6,
-                    root=e,
-                    root_label="a worker was killed with SIGKILL (exit code -9), most often by the "
-                    "host's OOM killer",
-                    culprit_ranks=[e.rank] if e.rank is not None else [],
-                    culprit_hosts=[e.host] if e.host else [],
-                    extra={"decided_by": "rule: exit code -9 (SIGKILL) → OOM killer"},
-                )
-            return Verdict(
-                shape="crash",
-                category="UNKNOWN",
-                confidence=0.3,
-                root=ev,
-                root_label="processes failed without a recognised cause",
-            )
+        s = _Situation.of(ctx)
+        for _name, rule in _DECISION_RULES:
+            v = rule(self, ctx, s)
+            if v is not None:
+                return v
         return Verdict(shape="none", category="UNKNOWN", confidence=0.5)
+
+    def _rule_finished(self, ctx: Context, s: _Situation) -> Verdict | None:
+        if not s.succeeded or s.fatal:
+            return None
+        if _slow_metrics(ctx, s.met):
+            return self._slow(ctx, s.met)
+        return Verdict(shape="none", category="UNKNOWN", confidence=0.8)
+
+    def _rule_causes_on_stragglers(self, ctx: Context, s: _Situation) -> Verdict | None:
+        # every specific cause sits on a straggler: the job hung waiting for it
+        if s.stragglers and not [
+            c
+            for c in s.specific
+            if c["category"] not in ("DATA", "STORAGE_IO", "SOFTWARE")
+            or c["event"].rank not in s.stragglers
+        ]:
+            return self._straggler(ctx, s.stragglers)
+        return None
+
+    def _rule_earliest_cause(self, ctx: Context, s: _Situation) -> Verdict | None:
+        pick = _pick_cause(s.specific, s.network)
+        return self._from_cause(ctx, pick, s.causes) if pick is not None else None
+
+    def _rule_nan_in_metrics(self, ctx: Context, s: _Situation) -> Verdict | None:
+        if s.met.get("nan_step") is None:
+            return None
+        return Verdict(
+            shape="diverge",
+            category="NUMERICAL",
+            confidence=0.8,
+            root_label="loss became NaN/Inf in the metrics",
+        )
+
+    def _rule_retries_exhausted(self, ctx: Context, s: _Situation) -> Verdict | None:
+        if not s.exhausted:
+            return None
+        e = s.exhausted[0]
+        return Verdict(
+            shape="crash",
+            category="STORAGE_IO",
+            confidence=0.6,
+            root=e,
+            root_label="retries exhausted",
+            culprit_ranks=[e.rank] if e.rank is not None else [],
+        )
+
+    def _rule_stragglers(self, ctx: Context, s: _Situation) -> Verdict | None:
+        return self._straggler(ctx, s.stragglers) if s.stragglers else None
+
+    def _rule_all_in_collective(self, ctx: Context, s: _Situation) -> Verdict | None:
+        if not s.nccl.get("all_in_collective"):
+            return None
+        rows = [r for r in s.nccl["rows"] if r["role"] == "initiator"]
+        return Verdict(
+            shape="hang",
+            category="NETWORK",
+            confidence=0.55,
+            root=rows[0]["_ev"] if rows else None,
+            root_label="a collective every rank entered never completed",
+        )
+
+    def _rule_slow(self, ctx: Context, s: _Situation) -> Verdict | None:
+        if _slow_metrics(ctx, s.met) or s.met.get("stragglers"):
+            return self._slow(ctx, s.met)
+        return None
+
+    def _rule_preprocessing(self, ctx: Context, s: _Situation) -> Verdict | None:
+        return self._preprocessing_hang(ctx, s.causes)
+
+    def _rule_watchdog_hung(self, ctx: Context, s: _Situation) -> Verdict | None:
+        if not ctx.by_kind.get("watchdog_hang") or ctx.by_kind.get("watchdog_timeout"):
+            return None
+        return Verdict(
+            shape="hang",
+            category="SOFTWARE",
+            confidence=0.45,
+            root=ctx.kinds("watchdog_hang")[0],
+            root_label="the NCCL watchdog thread itself stopped making progress (a NCCL/CUDA "
+            "call hung inside the process)",
+            extra={"decided_by": "rule: heartbeat monitor fired without a collective timeout"},
+        )
+
+    def _rule_uncaught(self, ctx: Context, s: _Situation) -> Verdict | None:
+        return self._uncaught(ctx, s.fatal)
+
+    def _rule_activity(self, ctx: Context, s: _Situation) -> Verdict | None:
+        act = activity_hang(ctx)  # what the job was doing when the collective stalled
+        return Verdict(**act) if act is not None else None
+
+    def _rule_unexplained_timeout(self, ctx: Context, s: _Situation) -> Verdict | None:
+        if not (ctx.by_kind.get("watchdog_timeout") or ctx.by_kind.get("watchdog_failure")):
+            return None
+        ev = quotable(ctx.kinds("watchdog_timeout", "watchdog_failure"))[0]
+        network_said = any(
+            ctx.by_kind.get(k) for k in ("network_error", "nccl_error", "connection_error")
+        )
+        return Verdict(
+            shape="hang",
+            category="UNKNOWN" if network_said else "SOFTWARE",
+            confidence=0.3,
+            root=ev,
+            root_label="collective timeout with no rank explaining it"
+            + ("" if network_said else ": most often ranks that took different code paths"),
+            culprit_ranks=s.nccl.get("silent", [])[:32],
+            extra={
+                "decided_by": "rule: a collective timed out and no rank logged a fault of "
+                "its own (no NCCL/network, device or process error) — PyTorch's own hint: "
+                "collectives issued in a different order or on some ranks only"
+            },
+        )
+
+    def _rule_sigkill(self, ctx: Context, s: _Situation) -> Verdict | None:
+        if not s.fatal:
+            return None
+        killed = [
+            e
+            for e in ctx.kinds("torchrun_failure", "torchrun_failed")
+            if e.fields.get("exitcode") == -9
+        ]
+        if not killed:
+            return None
+        e = killed[0]
+        return Verdict(
+            shape="crash",
+            category="OOM",
+            confidence=0.6,
+            root=e,
+            root_label="a worker was killed with SIGKILL (exit code -9), most often by the "
+            "host's OOM killer",
+            culprit_ranks=[e.rank] if e.rank is not None else [],
+            culprit_hosts=[e.host] if e.host else [],
+            extra={"decided_by": "rule: exit code -9 (SIGKILL) → OOM killer"},
+        )
+
+    def _rule_failed_unexplained(self, ctx: Context, s: _Situation) -> Verdict | None:
+        if not s.fatal:
+            return None
+        return Verdict(
+            shape="crash",
+            category="UNKNOWN",
+            confidence=0.3,
+            root=ctx.facts.torchrun_first or ctx.kinds(*FATAL)[0],
+            root_label="processes failed without a recognised cause",
+        )
 
     def _preprocessing_hang(self, ctx: Context, causes: list[dict[str, Any]]) -> Verdict | None:
         """Ranks waited at the first collectives (a barrier) while the main process was still
@@ -574,6 +678,19 @@ class VerdictAnalyzer:
         ranks = pick.get("ranks") or sorted({x.rank for x in same if x.rank is not None})
         hosts = sorted({x.host for x in same if x.host})
         sig = BY_ID.get(str(e.fields.get("sig")))
+        shape, shape_rule = self._cause_shape(ctx, pick, sig)
+        v = Verdict(
+            shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"]
+        )
+        if shape_rule and shape == ("crash" if shape_rule.startswith("crash") else "hang"):
+            v.extra["shape_rule"] = shape_rule
+        self._cause_culprits(ctx, v, pick, causes, sig, ranks, hosts)
+        return v
+
+    def _cause_shape(self, ctx: Context, pick: dict[str, Any], sig: Any) -> tuple[str, str | None]:
+        """How the job ended because of the picked cause, and the crash/hang rule that said so."""
+        e: Event = pick["event"]
+        cat = pick["category"]
         shape_rule = None
         if cat == "NUMERICAL":
             shape = "diverge"
@@ -590,11 +707,22 @@ class VerdictAnalyzer:
         if e.kind in NON_FATAL and ctx.by_kind.get("watchdog_timeout") and not _died_after(ctx, e):
             shape = "hang"  # the rank blocked (no crash of its own); the others hung on it
         shape = pick.get("shape") or shape  # a cause may say how the job ended (odd_one_out.py)
-        v = Verdict(
-            shape=shape, category=cat, confidence=pick["strength"], root=e, root_label=pick["label"]
-        )
-        if shape_rule and shape == ("crash" if shape_rule.startswith("crash") else "hang"):
-            v.extra["shape_rule"] = shape_rule
+        return shape, shape_rule
+
+    def _cause_culprits(
+        self,
+        ctx: Context,
+        v: Verdict,
+        pick: dict[str, Any],
+        causes: list[dict[str, Any]],
+        sig: Any,
+        ranks: list[int],
+        hosts: list[str],
+    ) -> None:
+        """Who to blame depends on the category: a host for hardware, nobody for a shared
+        program error, the rank itself otherwise."""
+        e: Event = pick["event"]
+        cat = pick["category"]
         if cat == "HARDWARE":
             rank_host = ctx.facts.rank_host
             on_host = sorted(r for r, h in rank_host.items() if h in hosts)
@@ -650,7 +778,6 @@ class VerdictAnalyzer:
                 or hosts
                 or _slurm_host(ctx, e)
             )
-        return v
 
     def _straggler(self, ctx: Context, stragglers: list[int]) -> Verdict:
         rows = [r for r in ctx.facts.nccl["rows"] if r["role"] == "straggler"]
@@ -804,37 +931,32 @@ class VerdictAnalyzer:
         return "unknown"
 
     def _chain(self, ctx: Context, v: Verdict) -> list[dict[str, Any]]:
+        """The root-cause chain: the root and what it led to, then how the others waited
+        and how the job ended, in time order."""
         if v.shape == "none":
             return []
-        chain: list[dict[str, Any]] = []
-
-        def add(e: Event | None, what: str, rank: int | None = None) -> None:
-            if e is None:
-                return
-            if any(
-                c["evidence"]
-                and c["evidence"][0]["line"] == e.line
-                and c["evidence"][0]["file"] == e.file
-                for c in chain
-            ):
-                return
-            chain.append(
-                {
-                    "time": etime(e),
-                    "rank": e.rank if rank is None else rank,
-                    "event": what,
-                    "evidence": [evidence(e)],
-                }
+        chain = _Chain()
+        self._chain_root(ctx, v, chain)
+        self._chain_aftermath(ctx, v, chain)
+        if v.shape == "slow" and v.extra.get("finding"):
+            f = v.extra["finding"]
+            chain.steps.append(
+                {"time": None, "rank": None, "event": f["title"], "evidence": f["evidence"][:2]}
             )
+        return chain.in_time_order()
 
-        add(v.root, v.root_label)
-        if v.root is not None and v.root.kind == "gpu_reading" and chain:
+    def _chain_root(self, ctx: Context, v: Verdict, chain: _Chain) -> None:
+        """The root, the reading or wrapped error that shows it, and where its series ended."""
+        chain.add(v.root, v.root_label)
+        if v.root is not None and v.root.kind == "gpu_reading" and chain.steps:
             # a GPU's event is its first table line: quote the reading that is wrong too
             lines = v.root.fields.get("lines") or {}
             for name in ("lost", "sensor_errors"):
                 if name in lines and lines[name][0] != v.root.line:
                     ln, txt = lines[name]
-                    chain[0]["evidence"].append({"file": v.root.file, "line": ln, "text": txt})
+                    chain.steps[0]["evidence"].append(
+                        {"file": v.root.file, "line": ln, "text": txt}
+                    )
         if v.root is not None and "sig" not in v.root.fields:
             # a wrapper ("Caught OSError in DataLoader worker") re-raises the real error below
             for e in ctx.events:
@@ -845,7 +967,7 @@ class VerdictAnalyzer:
                     and e.file == v.root.file
                     and 0 < e.line - v.root.line <= 60
                 ):
-                    add(e, s.meaning.split(":")[0].rstrip("."))
+                    chain.add(e, s.meaning.split(":")[0].rstrip("."))
                     break
         if v.root is not None and "sig" in v.root.fields:
             # a repeated message (loss scale falling, a port retried): where the series ended
@@ -855,37 +977,42 @@ class VerdictAnalyzer:
                 if e.file == v.root.file and e.fields.get("sig") == v.root.fields["sig"]
             ]
             if len(same) > 1:
-                add(max(same, key=lambda e: e.line), f"{v.root_label} (last occurrence)")
+                chain.add(max(same, key=lambda e: e.line), f"{v.root_label} (last occurrence)")
             root_sig = BY_ID.get(str(v.root.fields["sig"]))
             if root_sig is not None and root_sig.severity != "fatal":
                 # the series ended in a fatal message of the same kind (loss scale at its floor)
                 for e in ctx.events:
                     s = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
                     if s is not None and s.severity == "fatal" and s.category == v.category:
-                        add(e, s.meaning.split(":")[0].rstrip("."))
+                        chain.add(e, s.meaning.split(":")[0].rstrip("."))
                         break
+
+    def _chain_aftermath(self, ctx: Context, v: Verdict, chain: _Chain) -> None:
+        """How the other ranks waited on the root and how the job ended."""
         sym = v.extra.get("symptom")
         if sym is not None:
-            add(sym, "the waiting ranks gave up (collective or store timeout)")
+            chain.add(sym, "the waiting ranks gave up (collective or store timeout)")
         row = v.extra.get("straggler_row")
         if row is not None:
-            add(
+            chain.add(
                 row["_ev"],
                 f"rank {row['rank']} never entered collective {row['seq']} (last enqueued = last completed = {row['last_completed']})",
                 row["rank"],
             )
         timeouts = quotable(ctx.kinds("watchdog_timeout", "watchdog_failure"))
         if timeouts:
-            add(
+            chain.add(
                 timeouts[0],
                 f"watchdog timeout: {len({e.rank for e in timeouts})} rank(s) gave up waiting in the collective",
             )
         blocking = ctx.kinds("blocking_wait_timeout")
         if blocking:
-            add(blocking[0], "the main thread's blocking wait gave up: the timeout reached Python")
+            chain.add(
+                blocking[0], "the main thread's blocking wait gave up: the timeout reached Python"
+            )
         firsts = ctx.kinds("dump_first")
         if firsts:
-            add(firsts[0], "first rank to signal the flight-recorder dump (initiator)")
+            chain.add(firsts[0], "first rank to signal the flight-recorder dump (initiator)")
         for kind, what in (
             ("slurm_time_limit", "SLURM cancelled the job at its time limit"),
             ("fatal_terminate", "process aborted after dumping debug info"),
@@ -893,26 +1020,13 @@ class VerdictAnalyzer:
         ):
             evs = ctx.kinds(kind)
             if evs and (v.root is None or evs[0] is not v.root):
-                add(evs[-1] if kind == "teardown" else evs[0], what)
+                chain.add(evs[-1] if kind == "teardown" else evs[0], what)
         first = ctx.facts.torchrun_first
         if first is not None:
-            add(
+            chain.add(
                 first,
                 f"torchrun reports rank {first.rank} failed (exit code {first.fields.get('exitcode')})",
             )
-        if v.shape == "slow" and v.extra.get("finding"):
-            f = v.extra["finding"]
-            chain.append(
-                {"time": None, "rank": None, "event": f["title"], "evidence": f["evidence"][:2]}
-            )
-        # in time order; steps without any time keep their place after the root
-        if chain and chain[0]["time"]:
-            chain.sort(key=lambda c: c["time"] or "9999")
-        else:
-            rest = chain[1:]
-            rest.sort(key=lambda c: c["time"] or "9999")
-            chain = chain[:1] + rest
-        return chain
 
     def _timeline(self, ctx: Context) -> list[dict[str, Any]]:
         seen: set[tuple[str, Any]] = set()
@@ -938,6 +1052,26 @@ class VerdictAnalyzer:
             )
         out.sort(key=lambda x: (x["time"] or "9999", x["file"], x["line"]))
         return out[: ctx.options.max_timeline]
+
+
+# (name, rule) in the order the analyst asks; the first rule that returns a verdict decides
+_DECISION_RULES: tuple[tuple[str, Callable[..., Verdict | None]], ...] = (
+    ("the job finished: healthy or slow", VerdictAnalyzer._rule_finished),
+    ("every specific cause is on a straggler", VerdictAnalyzer._rule_causes_on_stragglers),
+    ("the earliest logged cause", VerdictAnalyzer._rule_earliest_cause),
+    ("NaN/Inf in the metrics", VerdictAnalyzer._rule_nan_in_metrics),
+    ("retries exhausted", VerdictAnalyzer._rule_retries_exhausted),
+    ("a straggler in the collectives", VerdictAnalyzer._rule_stragglers),
+    ("every rank inside one collective", VerdictAnalyzer._rule_all_in_collective),
+    ("slow steps in the metrics", VerdictAnalyzer._rule_slow),
+    ("dataset preprocessing outlasted the timeout", VerdictAnalyzer._rule_preprocessing),
+    ("the watchdog thread itself hung", VerdictAnalyzer._rule_watchdog_hung),
+    ("an uncaught exception ended the log", VerdictAnalyzer._rule_uncaught),
+    ("the job's last activity before the stall", VerdictAnalyzer._rule_activity),
+    ("a collective timeout no rank explains", VerdictAnalyzer._rule_unexplained_timeout),
+    ("a worker killed by SIGKILL", VerdictAnalyzer._rule_sigkill),
+    ("processes failed without a cause", VerdictAnalyzer._rule_failed_unexplained),
+)
 
 
 register_analyzer(VerdictAnalyzer())
