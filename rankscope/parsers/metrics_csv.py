@@ -375,12 +375,7 @@ class MetricsParser:
                 break
         if bad:
             result.warn(f"{bad} lines were not JSON and were skipped")
-        out = {}
-        for k, v in cols.items():
-            try:
-                out[k] = pa.array(v)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
-                out[k] = pa.array([None if x is None else str(x) for x in v], pa.string())
+        out = _arrow_columns(cols)
         out["_line"] = pa.array(row_lines, pa.int64())
         lines = None
         if raw_rows is not None and raw_rows:
@@ -400,6 +395,17 @@ class MetricsParser:
 
 _TELEMETRY = {"gpu_temp", "sm_clock", "power", "gpu_util", "throttle", "straggler_score"}
 _LONG_KEY = ("key", "metric", "metric_name", "name", "tag", "field", "field_name", "measure")
+
+
+def _arrow_columns(cols: dict[str, list[Any]]) -> dict[str, Any]:
+    """Python columns as Arrow arrays; a column of mixed types is kept as text."""
+    out = {}
+    for n, v in cols.items():
+        try:
+            out[n] = pa.array(v)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            out[n] = pa.array([None if x is None else str(x) for x in v], pa.string())
+    return out
 
 
 def _tensorboard_value(table: pa.Table, name: str) -> pa.Table:
@@ -461,12 +467,7 @@ def _pivot_long(table: pa.Table, result: ParseResult) -> pa.Table:
         )
     )
     cols = {n: [r.get(n) for r in rows.values()] for n in names}
-    out = {}
-    for n, v in cols.items():
-        try:
-            out[n] = pa.array(v)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            out[n] = pa.array([None if x is None else str(x) for x in v], pa.string())
+    out = _arrow_columns(cols)
     result.facts["metrics_layout"] = "long"
     return pa.table(out)
 
