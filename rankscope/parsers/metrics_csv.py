@@ -300,14 +300,7 @@ class MetricsParser:
                 pf = pq.ParquetFile(spool)
             except (pa.ArrowInvalid, OSError) as exc:
                 raise ParseError(f"not a readable Parquet file: {exc}") from None
-            batches = []
-            rows = 0
-            for batch in pf.iter_batches(batch_size=65536):
-                batches.append(batch)
-                rows += batch.num_rows
-                if rows >= MAX_ROWS:
-                    result.warn(f"metrics cut at {MAX_ROWS} rows")
-                    break
+            batches = _capped(pf.iter_batches(batch_size=65536), result)
             table = pa.Table.from_batches(batches, schema=pf.schema_arrow)
         # Parquet has no text lines: a row is addressed by its 1-based row number
         return table.append_column("_line", pa.array(np.arange(1, table.num_rows + 1), pa.int64()))
@@ -323,15 +316,7 @@ class MetricsParser:
             ),
             convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
         )
-        batches = []
-        rows = 0
-        for batch in reader:
-            batches.append(batch)
-            rows += batch.num_rows
-            if rows >= MAX_ROWS:
-                result.warn(f"metrics cut at {MAX_ROWS} rows")
-                break
-        return pa.Table.from_batches(batches, schema=reader.schema)
+        return pa.Table.from_batches(_capped(reader, result), schema=reader.schema)
 
     def _jsonl(
         self, body: _Rewind, result: ParseResult
@@ -395,6 +380,19 @@ class MetricsParser:
 
 _TELEMETRY = {"gpu_temp", "sm_clock", "power", "gpu_util", "throttle", "straggler_score"}
 _LONG_KEY = ("key", "metric", "metric_name", "name", "tag", "field", "field_name", "measure")
+
+
+def _capped(batches: Any, result: ParseResult) -> list[Any]:
+    """Record batches read until ``MAX_ROWS`` rows are in (the cut is warned about)."""
+    out = []
+    rows = 0
+    for batch in batches:
+        out.append(batch)
+        rows += batch.num_rows
+        if rows >= MAX_ROWS:
+            result.warn(f"metrics cut at {MAX_ROWS} rows")
+            break
+    return out
 
 
 def _arrow_columns(cols: dict[str, list[Any]]) -> dict[str, Any]:
