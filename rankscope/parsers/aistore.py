@@ -111,164 +111,193 @@ def _is_aistore(h: Head) -> bool:
     )
 
 
+def _yearless(v: str | None) -> str | None:
+    """A time read without a year (placed in 2000) marked ``0000-`` like the text logs do."""
+    return "0000" + v[4:] if v and v.startswith("2000-") else v
+
+
+def _clock(m: re.Match[str], day: datetime | None, last: datetime | None) -> datetime | None:
+    """The line's time: its own date when it has one, else the day being read."""
+    hms = m.group("t")
+    frac = (m.group("f") or "0")[:6].ljust(6, "0")
+    if m.group("d"):
+        d = m.group("d").replace("\u2011", "-").replace("/", "-")
+        try:
+            return datetime.strptime(f"{d} {hms}.{frac}", "%Y-%m-%d %H:%M:%S.%f")
+        except ValueError:
+            return None
+    base = last or day or datetime(2000, 1, 1)
+    h, mi, s = (int(x) for x in hms.split(":"))
+    return base.replace(hour=h, minute=mi, second=s, microsecond=int(frac))
+
+
+class _Scan:
+    """One pass over a daemon log: the clock, the counters and the events kept so far."""
+
+    def __init__(self, result: ParseResult) -> None:
+        self.result = result
+        self.info = daemon_of(result.name)
+        self.stamp = stamp = self.info["stamp"]
+        self.year: int | None = int(stamp[:4]) if stamp and len(stamp) == 15 else None
+        self.day: datetime | None = _stamp_start(stamp, self.year) if stamp else None
+        self.start_from_name = self.day
+        self.last_t: datetime | None = None
+        self.first_t: datetime | None = None
+        self.per_kind: dict[str, int] = {}
+        self.last_of: dict[str, Event] = {}
+        self.stats: list[dict[str, Any]] = []
+        self.tz: str | None = None
+        self.seen_lines = 0
+
+    def feed(self, line_no: int, text: str) -> None:
+        self.seen_lines += 1
+        mh = _HEADER.match(text)
+        if mh:
+            self._header(mh, line_no, text)
+            return
+        m = _LINE.match(text)
+        mt = _TZ.search(m.group("m") if m else text)
+        if mt:
+            self.tz = mt.group("tz")
+        if m:
+            self._line(m, line_no, text)
+
+    def _header(self, mh: re.Match[str], line_no: int, text: str) -> None:
+        """``Started up at …`` / ``Rotated at …``: the date, the host, a restart."""
+        info, result = self.info, self.result
+        if (
+            self.first_t is None
+            and not _NAME.match(basename(result.name))
+            and "ais" not in info["daemon"].lower()
+        ):
+            info["daemon"] = mh.group("h")  # the name says nothing; the header does
+        hd = datetime.strptime(f"{mh.group('d')} {mh.group('t')}", "%Y/%m/%d %H:%M:%S")
+        self.year = hd.year
+        if self.day is None or (self.day.year == 2000 and self.stamp):
+            self.day = hd if self.day is None else self.day.replace(year=hd.year)
+            self.start_from_name = self.start_from_name and self.start_from_name.replace(
+                year=hd.year
+            )
+        if self.first_t is None:
+            self.first_t = hd
+        if mh.group("what") == "Started up":
+            self._add(
+                Event(
+                    kind="ais_restart",
+                    line=line_no,
+                    text=clip(text),
+                    host=mh.group("h"),
+                    time=hd.isoformat(),
+                    level="I",
+                    fields={"daemon": info["daemon"], "role": info["role"]},
+                    file=result.name,
+                )
+            )
+        if mh.group("h") not in result.hosts:
+            result.hosts.append(mh.group("h"))
+
+    def _tick(self, m: re.Match[str]) -> datetime | None:
+        """The line's time, advancing the day when the clock wrapped past midnight."""
+        t = _clock(m, self.day, self.last_t)
+        if t is not None:
+            last_t = self.last_t
+            if last_t is not None and t < last_t - timedelta(hours=12) and not m.group("d"):
+                t += timedelta(days=1)  # the clock wrapped past midnight
+                self.day = (self.day or t) + timedelta(days=1)
+            self.last_t = t
+            self.first_t = self.first_t or t
+        return t
+
+    def _line(self, m: re.Match[str], line_no: int, text: str) -> None:
+        """A ``<I|W|E> time message`` line: a stats sample, an event or nothing."""
+        t = self._tick(m)
+        msg = m.group("m")
+        level = m.group("l")
+        body = msg.split(" ", 1)[1] if re.match(r"[\w-]+:\d+ ", msg) else msg
+        if body.startswith("{") and ":" in body:
+            counters = {k: int(v) for k, v in _KV.findall(body) if _KEEP_COUNTERS.match(k)}
+            if len(self.stats) < MAX_STATS:
+                self.stats.append(
+                    {
+                        "time": t.isoformat() if t else None,
+                        "line": line_no,
+                        "counters": counters,
+                        "text": clip(text)[:600],
+                    }
+                )
+            return
+        kind = classify_ais(level, msg)
+        if kind is None:
+            return
+        info = self.info
+        self._add(
+            Event(
+                kind=kind,
+                line=line_no,
+                text=clip(text),
+                host=info["daemon"],
+                time=t.isoformat() if t else None,
+                level=level,
+                fields={"daemon": info["daemon"], "role": info["role"], "what": msg[:300]},
+                file=self.result.name,
+            )
+        )
+
+    def _add(self, ev: Event) -> None:
+        """Keep the first events of a kind, and the last one past the cap."""
+        n = self.per_kind.get(ev.kind, 0) + 1
+        self.per_kind[ev.kind] = n
+        self.result.event_counts[ev.kind] = n
+        if n <= MAX_EVENTS_PER_KIND_PER_RANK:
+            self.result.events.append(ev)
+        else:
+            ev.fields["nth"] = n
+            self.last_of[ev.kind] = ev
+
+    def finish(self) -> None:
+        """The kept last events, year-less times marked, the daemon's facts."""
+        result, info = self.result, self.info
+        if self.seen_lines == 0:
+            raise ParseError("empty AIStore log")
+        result.events.extend(
+            e for k, e in self.last_of.items() if self.per_kind[k] > MAX_EVENTS_PER_KIND_PER_RANK
+        )
+        result.events.sort(key=lambda e: e.line)
+        fix = _yearless if self.year is None else (lambda v: v)
+        if self.year is None:  # no year anywhere: mark times "0000-" like the text logs do
+            for e in result.events:
+                e.time = _yearless(e.time)
+            for s in self.stats:
+                s["time"] = _yearless(s["time"])
+        if info["daemon"] not in result.hosts:
+            result.hosts.insert(0, info["daemon"])
+        result.facts["aistore"] = {
+            "role": info["role"],
+            "daemon": info["daemon"],
+            "file_start": fix(_iso(self.start_from_name)),
+            "first_time": fix(_iso(self.first_t)),
+            "last_time": fix(_iso(self.last_t)),
+            "timezone": self.tz,
+            "stats": self.stats,
+        }
+        if self.year:
+            result.facts["year"] = self.year
+
+
+def _iso(d: datetime | None) -> str | None:
+    return d.isoformat() if d else None
+
+
 class AIStoreParser:
     name = "aistore"
     kinds = ("aistore",)
     recognizers = (Recognizer("aistore", 60, _is_aistore),)
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
-        info = daemon_of(result.name)
-        stamp = info["stamp"]
-        year: int | None = int(stamp[:4]) if stamp and len(stamp) == 15 else None
-        day: datetime | None = _stamp_start(stamp, year) if stamp else None
-        start_from_name = day
-        last_t: datetime | None = None
-        first_t: datetime | None = None
-        per_kind: dict[str, int] = {}
-        last_of: dict[str, Event] = {}
-        stats: list[dict[str, Any]] = []
-        tz: str | None = None
-        seen_lines = 0
+        scan = _Scan(result)
         for line_no, text in iter_lines(stream, result):
-            seen_lines += 1
-            mh = _HEADER.match(text)
-            if mh:
-                if (
-                    first_t is None
-                    and not _NAME.match(basename(result.name))
-                    and "ais" not in info["daemon"].lower()
-                ):
-                    info["daemon"] = mh.group("h")  # the name says nothing; the header does
-                hd = datetime.strptime(f"{mh.group('d')} {mh.group('t')}", "%Y/%m/%d %H:%M:%S")
-                year = hd.year
-                if day is None or (day.year == 2000 and stamp):
-                    day = hd if day is None else day.replace(year=hd.year)
-                    start_from_name = start_from_name and start_from_name.replace(year=hd.year)
-                if first_t is None:
-                    first_t = hd
-                if mh.group("what") == "Started up":
-                    self._add(
-                        result,
-                        per_kind,
-                        last_of,
-                        Event(
-                            kind="ais_restart",
-                            line=line_no,
-                            text=clip(text),
-                            host=mh.group("h"),
-                            time=hd.isoformat(),
-                            level="I",
-                            fields={"daemon": info["daemon"], "role": info["role"]},
-                            file=result.name,
-                        ),
-                    )
-                if mh.group("h") not in result.hosts:
-                    result.hosts.append(mh.group("h"))
-                continue
-            m = _LINE.match(text)
-            if not m:
-                mt = _TZ.search(text)
-                if mt:
-                    tz = mt.group("tz")
-                continue
-            mt = _TZ.search(m.group("m"))
-            if mt:
-                tz = mt.group("tz")
-            t = self._time(m, day, last_t)
-            if t is not None:
-                if last_t is not None and t < last_t - timedelta(hours=12) and not m.group("d"):
-                    t += timedelta(days=1)  # the clock wrapped past midnight
-                    day = (day or t) + timedelta(days=1)
-                last_t = t
-                first_t = first_t or t
-            msg = m.group("m")
-            level = m.group("l")
-            body = msg.split(" ", 1)[1] if re.match(r"[\w-]+:\d+ ", msg) else msg
-            if body.startswith("{") and ":" in body:
-                counters = {k: int(v) for k, v in _KV.findall(body) if _KEEP_COUNTERS.match(k)}
-                if len(stats) < MAX_STATS:
-                    stats.append(
-                        {
-                            "time": t.isoformat() if t else None,
-                            "line": line_no,
-                            "counters": counters,
-                            "text": clip(text)[:600],
-                        }
-                    )
-                continue
-            kind = classify_ais(level, msg)
-            if kind is None:
-                continue
-            self._add(
-                result,
-                per_kind,
-                last_of,
-                Event(
-                    kind=kind,
-                    line=line_no,
-                    text=clip(text),
-                    host=info["daemon"],
-                    time=t.isoformat() if t else None,
-                    level=level,
-                    fields={"daemon": info["daemon"], "role": info["role"], "what": msg[:300]},
-                    file=result.name,
-                ),
-            )
-        if seen_lines == 0:
-            raise ParseError("empty AIStore log")
-        result.events.extend(
-            e for k, e in last_of.items() if per_kind[k] > MAX_EVENTS_PER_KIND_PER_RANK
-        )
-        result.events.sort(key=lambda e: e.line)
-        iso = lambda d: d.isoformat() if d else None  # noqa: E731
-        if year is None:  # no year anywhere: mark times "0000-" like the text logs do
-            for e in result.events:
-                if e.time and e.time.startswith("2000-"):
-                    e.time = "0000" + e.time[4:]
-            for s in stats:
-                if s["time"] and s["time"].startswith("2000-"):
-                    s["time"] = "0000" + s["time"][4:]
-        fix = lambda v: "0000" + v[4:] if v and year is None and v.startswith("2000-") else v  # noqa: E731
-        if info["daemon"] not in result.hosts:
-            result.hosts.insert(0, info["daemon"])
-        result.facts["aistore"] = {
-            "role": info["role"],
-            "daemon": info["daemon"],
-            "file_start": fix(iso(start_from_name)),
-            "first_time": fix(iso(first_t)),
-            "last_time": fix(iso(last_t)),
-            "timezone": tz,
-            "stats": stats,
-        }
-        if year:
-            result.facts["year"] = year
-
-    @staticmethod
-    def _time(m: re.Match[str], day: datetime | None, last: datetime | None) -> datetime | None:
-        hms = m.group("t")
-        frac = (m.group("f") or "0")[:6].ljust(6, "0")
-        if m.group("d"):
-            d = m.group("d").replace("\u2011", "-").replace("/", "-")
-            try:
-                return datetime.strptime(f"{d} {hms}.{frac}", "%Y-%m-%d %H:%M:%S.%f")
-            except ValueError:
-                return None
-        base = last or day or datetime(2000, 1, 1)
-        h, mi, s = (int(x) for x in hms.split(":"))
-        return base.replace(hour=h, minute=mi, second=s, microsecond=int(frac))
-
-    @staticmethod
-    def _add(
-        result: ParseResult, per_kind: dict[str, int], last_of: dict[str, Event], ev: Event
-    ) -> None:
-        n = per_kind.get(ev.kind, 0) + 1
-        per_kind[ev.kind] = n
-        result.event_counts[ev.kind] = n
-        if n <= MAX_EVENTS_PER_KIND_PER_RANK:
-            result.events.append(ev)
-        else:
-            ev.fields["nth"] = n
-            last_of[ev.kind] = ev
+            scan.feed(line_no, text)
+        scan.finish()
 
 
 register_parser(AIStoreParser())

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 from ..detect import Recognizer
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
+from ._json_rows import json_document_or_lines
 from ._lines import clip, iter_lines
 
 _WORKS = {
@@ -158,15 +159,7 @@ class BisectionParser:
             )
 
     def _json(self, lines: list[tuple[int, str]], body: str, trials: list[dict[str, Any]]) -> None:
-        try:
-            data: Any = json.loads(body)
-        except ValueError:
-            data = []
-            for _, t in lines:
-                try:
-                    data.append(json.loads(t))
-                except ValueError:
-                    continue
+        data = json_document_or_lines(body, lines)
         rows: list[tuple[str, dict[str, Any]]] = []
         if isinstance(data, dict):
             for var, lst in data.items():

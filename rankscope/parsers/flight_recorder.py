@@ -153,118 +153,183 @@ def _is_flight_recorder(h: Head) -> bool:
     return text.lstrip().startswith("{") and '"pg_status"' in text and '"version"' in text
 
 
+def _read_capped(stream: BinaryIO) -> bytes:
+    """The whole dump (a dump is one object), refused past ``MAX_BYTES``."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= MAX_BYTES:  # a wrapped stream may return short reads
+        chunk = stream.read(min(8 << 20, MAX_BYTES + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    data = b"".join(chunks)
+    if len(data) > MAX_BYTES:
+        raise ParseError(f"flight-recorder dump larger than {MAX_BYTES >> 20} MiB; skipped")
+    return data
+
+
+def _load(data: bytes) -> tuple[dict[str, Any], str]:
+    """The dump and its format (``pickle`` through the restricted loader, or ``json``)."""
+    if data[:1] == b"\x80":
+        try:
+            dump = safe_loads(data)
+        except pickle.UnpicklingError as exc:
+            raise ParseError(f"pickle refused: {exc}") from None
+        except Exception as exc:
+            raise ParseError(f"not a readable pickle: {type(exc).__name__}: {exc}") from None
+        fmt = "pickle"
+    else:
+        try:
+            dump = json.loads(data.decode("utf-8", errors="replace"))
+        except ValueError as exc:
+            raise ParseError(
+                f"not a flight-recorder dump (neither pickle nor JSON): {exc}"
+            ) from None
+        fmt = "json"
+    if not isinstance(dump, dict) or ("entries" not in dump and "pg_status" not in dump):
+        raise ParseError("not a flight-recorder dump: no 'entries' or 'pg_status'")
+    return dump, fmt
+
+
+def _dump_rank(dump: dict[str, Any], result: ParseResult) -> int | None:
+    """The rank the dump states, else the file name's; a disagreement is warned about."""
+    rank = rank_of_dump(result.name)
+    own = _num(dump.get("rank", dump.get("global_rank")))
+    if own is not None:
+        if rank is not None and rank != own:
+            result.warn(f"the file name says rank {rank}, the dump says rank {own}; using {own}")
+        rank = own
+    if rank is None:
+        result.warn("the rank could not be told from the dump's file name")
+    return rank
+
+
+def _pg_status(dump: dict[str, Any]) -> dict[str, Any]:
+    pg_status: dict[str, Any] = {}
+    for pg, st in (dump.get("pg_status") or {}).items():
+        if isinstance(st, dict):
+            pg_status[str(pg)] = {
+                "last_enqueued": _num(st.get("last_enqueued_collective")),
+                "last_started": _num(st.get("last_started_collective")),
+                "last_completed": _num(st.get("last_completed_collective")),
+            }
+    return pg_status
+
+
+def _pg_config(dump: dict[str, Any]) -> dict[str, Any]:
+    pg_config = {}
+    for gname, cfg in (dump.get("pg_config") or {}).items():
+        if isinstance(cfg, dict):
+            pg_config[str(gname)] = {
+                "desc": str(cfg.get("desc", ""))[:200],
+                "ranks": parse_ranks(cfg.get("ranks", "")),
+            }
+    return pg_config
+
+
+def _by_group(
+    raw_entries: list[Any],
+) -> tuple[dict[str, list[tuple[int, dict[str, Any]]]], dict[str, list[str]]]:
+    """Entries (with their index in the dump) per process group, and each group's names."""
+    by_pg: dict[str, list[tuple[int, dict[str, Any]]]] = {}
+    pg_names: dict[str, list[str]] = {}
+    for i, e in enumerate(raw_entries):
+        if not isinstance(e, dict):
+            continue
+        pgt = e.get("process_group") or ("", "")
+        pgt = pgt if isinstance(pgt, list | tuple) else (str(pgt), "")
+        pg = str(e.get("pg_id", pgt[0] if pgt else ""))
+        if pg not in pg_names:
+            pg_names[pg] = [str(pgt[0]) if pgt else "", str(pgt[1]) if len(pgt) > 1 else ""]
+        by_pg.setdefault(pg, []).append((i, e))
+    return by_pg, pg_names
+
+
+def _entry(e: dict[str, Any], where: tuple[int, str] | None) -> dict[str, Any]:
+    """One entry as kept: op, state, sizes, dtypes; ``where`` is its JSON (line, quote)."""
+    ins, n_in, numel_in = _shapes(e.get("input_sizes"))
+    outs, n_out, numel_out = _shapes(e.get("output_sizes"))
+    pname = str(e.get("profiling_name", ""))[:120]
+    x: dict[str, Any] = {
+        "record_id": _num(e.get("record_id")),
+        "seq": _num(e.get("collective_seq_id")),
+        "p2p_seq": _num(e.get("p2p_seq_id")),
+        "op": _op(pname),
+        "profiling_name": pname,
+        "state": str(e.get("state", ""))[:20],
+        "input_sizes": ins,
+        "output_sizes": outs,
+        "n_inputs": n_in,
+        "n_outputs": n_out,
+        "input_numel": numel_in,
+        "output_numel": numel_out,
+        "input_dtypes": _dtypes(e.get("input_dtypes")),
+        "output_dtypes": _dtypes(e.get("output_dtypes")),
+        "timeout_ms": _num(e.get("timeout_ms")),
+        "is_p2p": bool(e.get("is_p2p", False)),
+    }
+    if where is not None:
+        x["line"], x["text"], x["described"] = where[0], where[1], False
+    else:
+        x["line"], x["described"] = 1, True  # text: describe_entry() when shown
+    return x
+
+
+def _status_event(
+    pg: str, st: dict[str, Any], entries: list[dict[str, Any]], rank: int, file: str
+) -> Event:
+    """One group's ``fr_status``: its counters and the first collective not completed."""
+    pending = [x for x in entries if x["state"] != "completed" and not x["is_p2p"]]
+    first = pending[0] if pending else None
+    text = (
+        f"pg_status[{pg}]: last_enqueued_collective={st['last_enqueued']}, "
+        f"last_completed_collective={st['last_completed']}"
+    )
+    return Event(
+        kind="fr_status",
+        line=1,
+        text=text,
+        rank=rank,
+        fields={
+            "pg": pg,
+            "last_enqueued": st["last_enqueued"],
+            "last_completed": st["last_completed"],
+            "seq": first["seq"] if first else None,
+            "op": first["op"].upper() if first else None,
+            "timeout_ms": first["timeout_ms"] if first else None,
+            "synthetic_text": True,
+            "described": True,
+        },
+        file=file,
+    )
+
+
 class FlightRecorderParser:
     name = "flight_recorder"
     kinds = ("flight_recorder",)
     recognizers = (Recognizer("flight_recorder", 10, _is_flight_recorder),)
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
-        chunks: list[bytes] = []
-        size = 0
-        while size <= MAX_BYTES:  # a wrapped stream may return short reads
-            chunk = stream.read(min(8 << 20, MAX_BYTES + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        data = b"".join(chunks)
-        if len(data) > MAX_BYTES:
-            raise ParseError(f"flight-recorder dump larger than {MAX_BYTES >> 20} MiB; skipped")
+        data = _read_capped(stream)
         result.bytes = len(data)
-        if data[:1] == b"\x80":
-            try:
-                dump = safe_loads(data)
-            except pickle.UnpicklingError as exc:
-                raise ParseError(f"pickle refused: {exc}") from None
-            except Exception as exc:
-                raise ParseError(f"not a readable pickle: {type(exc).__name__}: {exc}") from None
-            fmt = "pickle"
-        else:
-            try:
-                dump = json.loads(data.decode("utf-8", errors="replace"))
-            except ValueError as exc:
-                raise ParseError(
-                    f"not a flight-recorder dump (neither pickle nor JSON): {exc}"
-                ) from None
-            fmt = "json"
-        if not isinstance(dump, dict) or ("entries" not in dump and "pg_status" not in dump):
-            raise ParseError("not a flight-recorder dump: no 'entries' or 'pg_status'")
-        rank = rank_of_dump(result.name)
-        own = _num(dump.get("rank", dump.get("global_rank")))
-        if own is not None:
-            if rank is not None and rank != own:
-                result.warn(
-                    f"the file name says rank {rank}, the dump says rank {own}; using {own}"
-                )
-            rank = own
-        if rank is None:
-            result.warn("the rank could not be told from the dump's file name")
-        pg_status: dict[str, Any] = {}
-        for pg, st in (dump.get("pg_status") or {}).items():
-            if isinstance(st, dict):
-                pg_status[str(pg)] = {
-                    "last_enqueued": _num(st.get("last_enqueued_collective")),
-                    "last_started": _num(st.get("last_started_collective")),
-                    "last_completed": _num(st.get("last_completed_collective")),
-                }
-        pg_config = {}
-        for gname, cfg in (dump.get("pg_config") or {}).items():
-            if isinstance(cfg, dict):
-                pg_config[str(gname)] = {
-                    "desc": str(cfg.get("desc", ""))[:200],
-                    "ranks": parse_ranks(cfg.get("ranks", "")),
-                }
+        dump, fmt = _load(data)
+        rank = _dump_rank(dump, result)
+        pg_status = _pg_status(dump)
+        pg_config = _pg_config(dump)
         raw_entries = dump.get("entries") or []
         if not isinstance(raw_entries, list):
             raw_entries = []
         locs = _json_locations(data, len(raw_entries)) if fmt == "json" else None
-        by_pg: dict[str, list[tuple[int, dict[str, Any]]]] = {}
-        pg_names: dict[str, list[str]] = {}
-        for i, e in enumerate(raw_entries):
-            if not isinstance(e, dict):
-                continue
-            pgt = e.get("process_group") or ("", "")
-            pgt = pgt if isinstance(pgt, list | tuple) else (str(pgt), "")
-            pg = str(e.get("pg_id", pgt[0] if pgt else ""))
-            if pg not in pg_names:
-                pg_names[pg] = [str(pgt[0]) if pgt else "", str(pgt[1]) if len(pgt) > 1 else ""]
-            by_pg.setdefault(pg, []).append((i, e))
+        by_pg, pg_names = _by_group(raw_entries)
         per_pg = max(100, min(KEEP_ENTRIES, KEEP_TOTAL // max(1, len(by_pg))))
-        entries: dict[str, list[dict[str, Any]]] = {}
-        for pg, lst in by_pg.items():
-            kept = []
-            for i, e in lst[-per_pg:]:
-                ins, n_in, numel_in = _shapes(e.get("input_sizes"))
-                outs, n_out, numel_out = _shapes(e.get("output_sizes"))
-                pname = str(e.get("profiling_name", ""))[:120]
-                x: dict[str, Any] = {
-                    "record_id": _num(e.get("record_id")),
-                    "seq": _num(e.get("collective_seq_id")),
-                    "p2p_seq": _num(e.get("p2p_seq_id")),
-                    "op": _op(pname),
-                    "profiling_name": pname,
-                    "state": str(e.get("state", ""))[:20],
-                    "input_sizes": ins,
-                    "output_sizes": outs,
-                    "n_inputs": n_in,
-                    "n_outputs": n_out,
-                    "input_numel": numel_in,
-                    "output_numel": numel_out,
-                    "input_dtypes": _dtypes(e.get("input_dtypes")),
-                    "output_dtypes": _dtypes(e.get("output_dtypes")),
-                    "timeout_ms": _num(e.get("timeout_ms")),
-                    "is_p2p": bool(e.get("is_p2p", False)),
-                }
-                if locs is not None:
-                    x["line"], x["text"], x["described"] = (
-                        locs[i][0],
-                        _json_quote(data, locs[i][1]),
-                        False,
-                    )
-                else:
-                    x["line"], x["described"] = 1, True  # text: describe_entry() when shown
-                kept.append(x)
-            entries[pg] = kept
+        entries = {
+            pg: [
+                _entry(e, (locs[i][0], _json_quote(data, locs[i][1])) if locs is not None else None)
+                for i, e in lst[-per_pg:]
+            ]
+            for pg, lst in by_pg.items()
+        }
         result.flight_recorder = {
             "format": fmt,
             "version": str(dump.get("version", "")),
@@ -278,33 +343,7 @@ class FlightRecorderParser:
         if rank is not None:
             result.ranks = [rank]
             for pg, st in pg_status.items():
-                pending = [
-                    x for x in entries.get(pg, []) if x["state"] != "completed" and not x["is_p2p"]
-                ]
-                first = pending[0] if pending else None
-                text = (
-                    f"pg_status[{pg}]: last_enqueued_collective={st['last_enqueued']}, "
-                    f"last_completed_collective={st['last_completed']}"
-                )
-                result.events.append(
-                    Event(
-                        kind="fr_status",
-                        line=1,
-                        text=text,
-                        rank=rank,
-                        fields={
-                            "pg": pg,
-                            "last_enqueued": st["last_enqueued"],
-                            "last_completed": st["last_completed"],
-                            "seq": first["seq"] if first else None,
-                            "op": first["op"].upper() if first else None,
-                            "timeout_ms": first["timeout_ms"] if first else None,
-                            "synthetic_text": True,
-                            "described": True,
-                        },
-                        file=result.name,
-                    )
-                )
+                result.events.append(_status_event(pg, st, entries.get(pg, []), rank, result.name))
         result.lines = data.count(b"\n") + 1 if fmt == "json" else 1
 
 

@@ -330,6 +330,17 @@ def _before(msg: str, lit: str) -> float | None:
     return _f(m.group(1)) if m else None
 
 
+def _rule_value(low: str, lit: str, rx: re.Pattern[str] | None) -> float | None:
+    """The number a ``_STEP_TIME``/``_THROUGHPUT`` rule reads: its regex's group, or the
+    number just before its literal when it has no regex; None when the literal is absent."""
+    if lit not in low:
+        return None
+    if rx is None:
+        return _before(low, lit)
+    m = rx.search(low)
+    return _f(m.group(1)) if m else None
+
+
 def read_fields(msg: str) -> dict[str, Any]:
     """The iteration fields of one message (no envelope): step, step_time, throughput, loss.
 
@@ -355,24 +366,12 @@ def read_fields(msg: str) -> dict[str, Any]:
                 out["step"] = int(m.group(1))
                 break
     for lit, rx, scale, rate in _STEP_TIME if "step_time" not in out else ():
-        if lit not in low:
-            continue
-        if rx is None:
-            v = _before(low, lit)
-        else:
-            m = rx.search(low)
-            v = _f(m.group(1)) if m else None
+        v = _rule_value(low, lit, rx)
         if v is not None and v > 0:
             out["step_time"] = 1.0 / v if rate else v * scale
             break
     for unit, lit, rx in _THROUGHPUT if "throughput" not in out else ():
-        if lit not in low:
-            continue
-        if rx is None:
-            v = _before(low, lit)
-        else:
-            m = rx.search(low)
-            v = _f(m.group(1)) if m else None
+        v = _rule_value(low, lit, rx)
         if v is not None and v > 0:
             out["throughput"] = v
             out["unit"] = unit

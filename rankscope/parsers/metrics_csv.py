@@ -300,14 +300,7 @@ class MetricsParser:
                 pf = pq.ParquetFile(spool)
             except (pa.ArrowInvalid, OSError) as exc:
                 raise ParseError(f"not a readable Parquet file: {exc}") from None
-            batches = []
-            rows = 0
-            for batch in pf.iter_batches(batch_size=65536):
-                batches.append(batch)
-                rows += batch.num_rows
-                if rows >= MAX_ROWS:
-                    result.warn(f"metrics cut at {MAX_ROWS} rows")
-                    break
+            batches = _capped(pf.iter_batches(batch_size=65536), result)
             table = pa.Table.from_batches(batches, schema=pf.schema_arrow)
         # Parquet has no text lines: a row is addressed by its 1-based row number
         return table.append_column("_line", pa.array(np.arange(1, table.num_rows + 1), pa.int64()))
@@ -323,15 +316,7 @@ class MetricsParser:
             ),
             convert_options=pacsv.ConvertOptions(strings_can_be_null=True),
         )
-        batches = []
-        rows = 0
-        for batch in reader:
-            batches.append(batch)
-            rows += batch.num_rows
-            if rows >= MAX_ROWS:
-                result.warn(f"metrics cut at {MAX_ROWS} rows")
-                break
-        return pa.Table.from_batches(batches, schema=reader.schema)
+        return pa.Table.from_batches(_capped(reader, result), schema=reader.schema)
 
     def _jsonl(
         self, body: _Rewind, result: ParseResult
@@ -375,12 +360,7 @@ class MetricsParser:
                 break
         if bad:
             result.warn(f"{bad} lines were not JSON and were skipped")
-        out = {}
-        for k, v in cols.items():
-            try:
-                out[k] = pa.array(v)
-            except (pa.ArrowInvalid, pa.ArrowTypeError):
-                out[k] = pa.array([None if x is None else str(x) for x in v], pa.string())
+        out = _arrow_columns(cols)
         out["_line"] = pa.array(row_lines, pa.int64())
         lines = None
         if raw_rows is not None and raw_rows:
@@ -400,6 +380,30 @@ class MetricsParser:
 
 _TELEMETRY = {"gpu_temp", "sm_clock", "power", "gpu_util", "throttle", "straggler_score"}
 _LONG_KEY = ("key", "metric", "metric_name", "name", "tag", "field", "field_name", "measure")
+
+
+def _capped(batches: Any, result: ParseResult) -> list[Any]:
+    """Record batches read until ``MAX_ROWS`` rows are in (the cut is warned about)."""
+    out = []
+    rows = 0
+    for batch in batches:
+        out.append(batch)
+        rows += batch.num_rows
+        if rows >= MAX_ROWS:
+            result.warn(f"metrics cut at {MAX_ROWS} rows")
+            break
+    return out
+
+
+def _arrow_columns(cols: dict[str, list[Any]]) -> dict[str, Any]:
+    """Python columns as Arrow arrays; a column of mixed types is kept as text."""
+    out = {}
+    for n, v in cols.items():
+        try:
+            out[n] = pa.array(v)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            out[n] = pa.array([None if x is None else str(x) for x in v], pa.string())
+    return out
 
 
 def _tensorboard_value(table: pa.Table, name: str) -> pa.Table:
@@ -461,12 +465,7 @@ def _pivot_long(table: pa.Table, result: ParseResult) -> pa.Table:
         )
     )
     cols = {n: [r.get(n) for r in rows.values()] for n in names}
-    out = {}
-    for n, v in cols.items():
-        try:
-            out[n] = pa.array(v)
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            out[n] = pa.array([None if x is None else str(x) for x in v], pa.string())
+    out = _arrow_columns(cols)
     result.facts["metrics_layout"] = "long"
     return pa.table(out)
 

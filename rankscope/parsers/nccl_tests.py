@@ -136,202 +136,240 @@ def _is_nccl_tests(h: Head) -> bool:
     )  # the last: NCCL 1.x tests' table header
 
 
+_EVENT_FIELDS = (
+    "test",
+    "hosts",
+    "scope",
+    "peak_busbw",
+    "avg_busbw",
+    "large_busbw",
+    "large_rows",
+    "wrong",
+    "gpu_model",
+    "gpus_per_node",
+    "link",
+    "expected",
+    "collapse",
+    "duplicate_rank",
+)
+
+
+class _Scan:
+    """One pass over an nccl-tests file: the runs found so far and the table being read."""
+
+    def __init__(self) -> None:
+        self.runs: list[dict[str, Any]] = []
+        self.cur: dict[str, Any] | None = None
+        self.test_name = ""
+        self.error_column = False  # the header of the current table says "error", not "#wrong"
+        self.v1 = False  # the current table is a NCCL 1.x test's (no '#' lines)
+        self.link = LinkSniffer()
+
+    def new_run(self, line_no: int) -> dict[str, Any]:
+        run = {
+            "test": self.test_name,
+            "hosts": [],
+            "ranks": 0,
+            "rows": [],
+            "avg_busbw": None,
+            "line": line_no,
+            "text": "",
+            "ngpus": None,
+            "error_column": False,
+            "oob": None,
+        }
+        self.runs.append(run)
+        return run
+
+    def feed(self, line_no: int, text: str) -> None:
+        body = strip_prefix(text)
+        self.link.feed(body)
+        self._note_test(body)
+        s = body.strip()
+        if not s or self._table_header(s, line_no):
+            return
+        if s.startswith("#"):
+            self._comment(s, line_no, text)
+        else:
+            self._row(s, line_no, text)
+
+    def _note_test(self, body: str) -> None:
+        """A command line or banner naming the test binary."""
+        m = _TEST.search(body)
+        if m and (
+            body.lstrip().startswith(("#", "$", "mpirun", "srun", "./", "/"))
+            or "_perf -" in body
+            or "_perf_mpi -" in body
+        ):
+            self.test_name = m.group("t").removesuffix("_mpi")  # the MPI build runs the same test
+            if self.cur is not None and not self.cur["test"]:
+                self.cur["test"] = self.test_name
+
+    def _table_header(self, s: str, line_no: int) -> bool:
+        """A line that starts a run or names the table's columns (True: consumed)."""
+        if _V1_HEAD.match(s):
+            self.v1 = True
+            self.cur = self.new_run(line_no)
+            self.cur["v1"] = True  # NCCL 1.x ran within one node only
+            return True
+        m = _HEAD.match(s)
+        if m:
+            self.v1 = False
+            self.cur = self.new_run(line_no)
+            self.cur["ngpus"] = int(m.group("ng"))
+            return True
+        if s.startswith("#") and "busbw" in s and "algbw" in s:
+            self.error_column = " error" in s and "#wrong" not in s
+            if self.cur is not None:
+                self.cur["error_column"] = self.error_column
+            return True
+        return False
+
+    def _comment(self, s: str, line_no: int, text: str) -> None:
+        """A ``#`` line: a rank, the out-of-bounds footer or the average (which ends the run)."""
+        m = _RANK.match(s)
+        if m:
+            self._rank(m, line_no, text)
+            return
+        m = _OOB.search(s)
+        if m:
+            self.cur = self.cur or self.new_run(line_no)
+            self.cur["oob"] = int(m.group("n"))
+            return
+        m = _AVG.search(s)
+        if m:
+            cur = self.cur or self.new_run(line_no)
+            cur["avg_busbw"] = float(m.group("v"))
+            cur["avg_line"], cur["avg_text"] = line_no, clip(text)
+            self.cur = None  # the run is over
+
+    def _rank(self, m: re.Match[str], line_no: int, text: str) -> None:
+        cur = self.cur = self.cur or self.new_run(line_no)
+        cur["ranks"] += 1
+        seen = cur.setdefault("_rank_ids", {})
+        r = int(m.group("r"))
+        if r in seen and "duplicate_rank" not in cur:
+            # the same rank listed twice: several independent jobs wrote here
+            # (the binary built without MPI=1, or started by N launchers)
+            cur["duplicate_rank"] = {
+                "rank": r,
+                "hosts": sorted({seen[r], m.group("h")}),
+                "line": line_no,
+                "text": clip(text),
+            }
+        seen.setdefault(r, m.group("h"))
+        if m.group("model").strip() and not cur.get("gpu_model"):
+            cur["gpu_model"] = m.group("model").strip()[:80]
+        if m.group("h") not in cur["hosts"]:
+            cur["hosts"].append(m.group("h"))
+
+    def _row(self, s: str, line_no: int, text: str) -> None:
+        row = parse_v1_row(s) if self.v1 else parse_row(s)
+        if row is None:
+            return
+        if self.cur is None:
+            self.cur = self.new_run(line_no)
+            self.cur["error_column"] = self.error_column
+        if len(self.cur["rows"]) < MAX_ROWS:
+            row["line"], row["text"] = line_no, clip(text)
+            self.cur["rows"].append(row)
+
+
+def _run_wrong(run: dict[str, Any]) -> int:
+    """Wrong elements over the run."""
+    if run["oob"] is not None:
+        return run["oob"]  # the footer counts every size, kept rows or not
+    if run["error_column"]:
+        return 0  # old "error" cells are a relative error, not wrong elements
+    return sum(_row_wrong(r.get("wrong")) + _row_wrong(r.get("ip_wrong")) for r in run["rows"])
+
+
+def _collapse(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Where the bandwidth falls off with size (``links.size_collapse``), rows cut to what is cited."""
+    collapse = size_collapse(rows)
+    if not collapse:
+        return None
+    out: dict[str, Any] = {
+        k: ({f: v[f] for f in ("size", "busbw", "line", "text")} if v else None)
+        for k, v in collapse.items()
+        if k in ("row", "before", "after")
+    }
+    out["tail"] = bool(collapse.get("tail"))
+    return out
+
+
+def _summarise(run: dict[str, Any], scan: _Scan, name: str, file_host: str | None) -> bool:
+    """Fill the run's summary: test, hosts, bandwidths, scope, wrong count, link, expectation.
+
+    True when the run has a line to cite (its average line, else its best row)."""
+    if not run["test"]:
+        named = _TEST.search(name.rsplit("/", 1)[-1])
+        run["test"] = scan.test_name or (named.group("t") if named else "unknown_perf")
+    if not run["hosts"] and file_host:
+        run["hosts"] = [file_host]
+    rows = run["rows"]
+    best = max(rows, key=lambda r: r["busbw"]) if rows else None
+    big = [r for r in rows if r["size"] >= LARGE]
+    run["large_rows"] = len(big)  # rows of ≥ 256 MiB behind large_busbw (0: the last rows)
+    big = big or rows[-3:]
+    run["peak_busbw"] = best["busbw"] if best else run["avg_busbw"]
+    run["large_busbw"] = round(sum(r["busbw"] for r in big) / len(big), 3) if big else None
+    run["nodes"] = len(run["hosts"]) or None
+    run["scope"] = (
+        "inter_node"
+        if len(run["hosts"]) > 1
+        else ("intra_node" if run["hosts"] or run.get("v1") else "unknown")
+    )
+    run["wrong"] = _run_wrong(run)
+    run["link"] = scan.link.facts()
+    per_node = run["ranks"] // len(run["hosts"]) if run["ranks"] and run["hosts"] else None
+    run["gpus_per_node"] = per_node
+    run["expected"] = expected_busbw(run["scope"], run.get("gpu_model"), run["link"], per_node)
+    collapse = _collapse(rows)
+    if collapse is not None:
+        run["collapse"] = collapse
+    if run.get("avg_line"):
+        run["line"], run["text"] = run["avg_line"], run["avg_text"]
+    elif best:
+        run["line"], run["text"] = best["line"], best["text"]
+    else:
+        return False
+    return True
+
+
+def _report(run: dict[str, Any], result: ParseResult) -> None:
+    """The run's ``nccl_test_result`` event (its average line, else its best row) and hosts."""
+    result.events.append(
+        Event(
+            kind="nccl_test_result",
+            line=run["line"],
+            text=run["text"],
+            host=run["hosts"][0] if run["hosts"] else None,
+            fields={k: run[k] for k in _EVENT_FIELDS if k in run},
+            file=result.name,
+        )
+    )
+    for h in run["hosts"]:
+        if h not in result.hosts:
+            result.hosts.append(h)
+
+
 class NcclTestsParser:
     name = "nccl_tests"
     kinds = ("nccl_tests",)
     recognizers = (Recognizer("nccl_tests", 50, _is_nccl_tests),)
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
-        runs: list[dict[str, Any]] = []
-        cur: dict[str, Any] | None = None
-        test_name = ""
-        file_host = host_from_name(result.name)
-
-        def new_run(line_no: int) -> dict[str, Any]:
-            run = {
-                "test": test_name,
-                "hosts": [],
-                "ranks": 0,
-                "rows": [],
-                "avg_busbw": None,
-                "line": line_no,
-                "text": "",
-                "ngpus": None,
-                "error_column": False,
-                "oob": None,
-            }
-            runs.append(run)
-            return run
-
-        error_column = False  # the header of the current table says "error", not "#wrong"
-        v1 = False  # the current table is a NCCL 1.x test's (no '#' lines)
-        link = LinkSniffer()
+        scan = _Scan()
         for line_no, text in iter_lines(stream, result):
-            body = strip_prefix(text)
-            link.feed(body)
-            m = _TEST.search(body)
-            if m and (
-                body.lstrip().startswith(("#", "$", "mpirun", "srun", "./", "/"))
-                or "_perf -" in body
-                or "_perf_mpi -" in body
-            ):
-                test_name = m.group("t").removesuffix("_mpi")  # the MPI build runs the same test
-                if cur is not None and not cur["test"]:
-                    cur["test"] = test_name
-            s = body.strip()
-            if not s:
-                continue
-            if _V1_HEAD.match(s):
-                v1 = True
-                cur = new_run(line_no)
-                cur["v1"] = True  # NCCL 1.x ran within one node only
-                continue
-            m = _HEAD.match(s)
-            if m:
-                v1 = False
-                cur = new_run(line_no)
-                cur["ngpus"] = int(m.group("ng"))
-                continue
-            if s.startswith("#") and "busbw" in s and "algbw" in s:
-                error_column = " error" in s and "#wrong" not in s
-                if cur is not None:
-                    cur["error_column"] = error_column
-                continue
-            if s.startswith("#"):
-                m = _RANK.match(s)
-                if m:
-                    cur = cur or new_run(line_no)
-                    cur["ranks"] += 1
-                    seen = cur.setdefault("_rank_ids", {})
-                    r = int(m.group("r"))
-                    if r in seen and "duplicate_rank" not in cur:
-                        # the same rank listed twice: several independent jobs wrote here
-                        # (the binary built without MPI=1, or started by N launchers)
-                        cur["duplicate_rank"] = {
-                            "rank": r,
-                            "hosts": sorted({seen[r], m.group("h")}),
-                            "line": line_no,
-                            "text": clip(text),
-                        }
-                    seen.setdefault(r, m.group("h"))
-                    if m.group("model").strip() and not cur.get("gpu_model"):
-                        cur["gpu_model"] = m.group("model").strip()[:80]
-                    if m.group("h") not in cur["hosts"]:
-                        cur["hosts"].append(m.group("h"))
-                    continue
-                m = _OOB.search(s)
-                if m:
-                    cur = cur or new_run(line_no)
-                    cur["oob"] = int(m.group("n"))
-                    continue
-                m = _AVG.search(s)
-                if m:
-                    cur = cur or new_run(line_no)
-                    cur["avg_busbw"] = float(m.group("v"))
-                    cur["avg_line"], cur["avg_text"] = line_no, clip(text)
-                    cur = None  # the run is over
-                continue
-            row = parse_v1_row(s) if v1 else parse_row(s)
-            if row is None:
-                continue
-            if cur is None:
-                cur = new_run(line_no)
-                cur["error_column"] = error_column
-            if len(cur["rows"]) < MAX_ROWS:
-                row["line"], row["text"] = line_no, clip(text)
-                cur["rows"].append(row)
-        runs = [r for r in runs if r["rows"] or r["avg_busbw"] is not None]
+            scan.feed(line_no, text)
+        runs = [r for r in scan.runs if r["rows"] or r["avg_busbw"] is not None]
         if not runs:
             raise ParseError("no nccl-tests result rows (size/count/type/…/busbw) found")
+        file_host = host_from_name(result.name)
         for run in runs:
-            if not run["test"]:
-                named = _TEST.search(result.name.rsplit("/", 1)[-1])
-                run["test"] = test_name or (named.group("t") if named else "unknown_perf")
-            if not run["hosts"] and file_host:
-                run["hosts"] = [file_host]
-            rows = run["rows"]
-            best = max(rows, key=lambda r: r["busbw"]) if rows else None
-            big = [r for r in rows if r["size"] >= LARGE]
-            run["large_rows"] = len(big)  # rows of ≥ 256 MiB behind large_busbw (0: the last rows)
-            big = big or rows[-3:]
-            run["peak_busbw"] = best["busbw"] if best else run["avg_busbw"]
-            run["large_busbw"] = round(sum(r["busbw"] for r in big) / len(big), 3) if big else None
-            run["nodes"] = len(run["hosts"]) or None
-            run["scope"] = (
-                "inter_node"
-                if len(run["hosts"]) > 1
-                else ("intra_node" if run["hosts"] or run.get("v1") else "unknown")
-            )
-            if run["oob"] is not None:
-                run["wrong"] = run["oob"]  # the footer counts every size, kept rows or not
-            elif run["error_column"]:
-                run["wrong"] = 0  # old "error" cells are a relative error, not wrong elements
-            else:
-                run["wrong"] = sum(
-                    _row_wrong(r.get("wrong")) + _row_wrong(r.get("ip_wrong")) for r in rows
-                )
-            run["link"] = link.facts()
-            per_node = run["ranks"] // len(run["hosts"]) if run["ranks"] and run["hosts"] else None
-            run["gpus_per_node"] = per_node
-            run["expected"] = expected_busbw(
-                run["scope"], run.get("gpu_model"), run["link"], per_node
-            )
-            collapse = size_collapse(rows)
-            if collapse:
-                run["collapse"] = {
-                    k: (
-                        {
-                            "size": v["size"],
-                            "busbw": v["busbw"],
-                            "line": v["line"],
-                            "text": v["text"],
-                        }
-                        if v
-                        else None
-                    )
-                    for k, v in collapse.items()
-                    if k in ("row", "before", "after")
-                }
-                run["collapse"]["tail"] = bool(collapse.get("tail"))
-            if run.get("avg_line"):
-                line, text = run["avg_line"], run["avg_text"]
-            elif best:
-                line, text = best["line"], best["text"]
-            else:
-                continue
-            run["line"], run["text"] = line, text
-            result.events.append(
-                Event(
-                    kind="nccl_test_result",
-                    line=line,
-                    text=text,
-                    host=run["hosts"][0] if run["hosts"] else None,
-                    fields={
-                        k: run[k]
-                        for k in (
-                            "test",
-                            "hosts",
-                            "scope",
-                            "peak_busbw",
-                            "avg_busbw",
-                            "large_busbw",
-                            "large_rows",
-                            "wrong",
-                            "gpu_model",
-                            "gpus_per_node",
-                            "link",
-                            "expected",
-                            "collapse",
-                            "duplicate_rank",
-                        )
-                        if k in run
-                    },
-                    file=result.name,
-                )
-            )
-            for h in run["hosts"]:
-                if h not in result.hosts:
-                    result.hosts.append(h)
+            if _summarise(run, scan, result.name, file_host):
+                _report(run, result)
         for run in runs:
             run["rows"] = run["rows"][-40:]
             run.pop("_rank_ids", None)

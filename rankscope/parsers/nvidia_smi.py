@@ -158,6 +158,195 @@ def _is_smi_output(h: Head) -> bool:
     )
 
 
+def _lost_gpu(s: str, line_no: int, text: str) -> _Gpu | None:
+    """``Unable to determine the device handle for GPU …``: a GPU nvidia-smi could not reach."""
+    ml = _LOST.search(s)
+    if not ml:
+        return None
+    bus = ml.group("bus") or ml.group("bus2")
+    g = _Gpu(bus or f"lost-{ml.group('i')}", line_no, text)
+    if ml.group("i") is not None:
+        g.r["index"] = int(ml.group("i"))
+    if bus:
+        g.r["bus"] = bus
+    g.set("lost", (ml.group("why") or "unreachable").strip()[:120], line_no, text)
+    return g
+
+
+def _is_csv_header(s: str) -> bool:
+    return "," in s and (
+        "temperature.gpu" in s or "ecc.errors" in s or "pci.bus_id" in s or s.startswith("index,")
+    )
+
+
+def _sensor_errors(s: str) -> str:
+    """The sensors of a table usage row that read ``ERR!`` (``|ERR!   54C    P2   ERR! / 225W |``)."""
+    cell = s.split("|")[1].split()
+    names = {0: "fan", 1: "temp", 2: "perf"}
+    bad = [names.get(i, "power") for i, tok in enumerate(cell) if tok.startswith("ERR!")]
+    if "/" in cell and cell.index("/") > 0 and cell[cell.index("/") - 1] == "ERR!":
+        bad = [b for b in bad if b != "power"] + ["power"]
+    return ", ".join(dict.fromkeys(bad))
+
+
+class _Scan:
+    """One pass over an nvidia-smi upload: the GPUs read so far and the shape being read."""
+
+    def __init__(self, result: ParseResult) -> None:
+        self.gpus: list[_Gpu] = []
+        self.host = host_from_name(result.name)
+        self.cur: _Gpu | None = None  # the -q section being read
+        self.path: list[tuple[int, str]] = []  # (indent, section) stack for -q
+        self.csv_header: list[str] | None = None
+        self.series_header: list[str] = []
+        self.series: list[tuple[int, list[str], str]] = []  # a looping --query-gpu log
+        self.table_gpu: _Gpu | None = None  # the table GPU whose usage row comes next
+        # tried in order on each non-blank line; True: the line is read
+        self.steps = (
+            self._lost,
+            self._host_line,
+            self._csv_header,
+            self._csv_row,
+            self._q_header,
+            self._q_line,
+            self._table_gpu,
+            self._table_err,
+            self._table_sensor_err,
+        )
+
+    def feed(self, line_no: int, text: str) -> bool:
+        """Read one line; False when it was a line no step took (the GPU cap is checked then)."""
+        s = text.strip()
+        if not s:
+            return True
+        for step in self.steps:
+            if step(s, line_no, text):
+                return True
+        self._table_use(s, line_no, text)
+        return False
+
+    def _lost(self, s: str, line_no: int, text: str) -> bool:
+        if "Unable to determine the device handle" not in s:
+            return False
+        g = _lost_gpu(s, line_no, text)
+        if g is not None:
+            self.gpus.append(g)
+        return g is not None
+
+    def _host_line(self, s: str, line_no: int, text: str) -> bool:
+        if self.host is None:
+            mh = _HOST_LINE.match(s)
+            if mh:
+                self.host = mh.group("h")
+                return True
+        return False
+
+    def _csv_header(self, s: str, line_no: int, text: str) -> bool:
+        if self.csv_header is not None or not _is_csv_header(s):
+            return False
+        self.csv_header = [
+            _CSV_FIELDS.get(h.strip().split(" ")[0].lower(), "") for h in s.split(",")
+        ]
+        self.series_header = [h.strip() for h in s.split(",")]
+        return True
+
+    def _csv_row(self, s: str, line_no: int, text: str) -> bool:
+        if self.csv_header is None or "," not in s:
+            return False
+        vals = next(csv.reader([s]))
+        if len(self.series) < MAX_SERIES_ROWS:
+            self.series.append((line_no, vals, text))
+        g = _Gpu(str(len(self.gpus)), line_no, text)
+        for name, v in zip(self.csv_header, vals, strict=False):
+            if name:
+                value = _num(v) if name not in ("name", "bus", "serial") else v.strip()
+                g.set(name, value, line_no, text)
+        self.gpus.append(g)
+        return True
+
+    def _q_header(self, s: str, line_no: int, text: str) -> bool:
+        m = _GPU_HDR.match(s)
+        if not m:
+            return False
+        self.cur = _Gpu(m.group("bus"), line_no, text)
+        self.cur.r["bus"] = m.group("bus")
+        self.gpus.append(self.cur)
+        self.path = []
+        return True
+
+    def _q_line(self, s: str, line_no: int, text: str) -> bool:
+        """Inside a -q GPU section: a section title or a ``label : value`` reading."""
+        if self.cur is None:
+            return False
+        path = self.path
+        indent = len(text) - len(text.lstrip())
+        while path and path[-1][0] >= indent:
+            path.pop()
+        kv = _KV.match(s)
+        if not kv or not kv.group("v").strip():
+            path.append((indent, s.lower().rstrip(":")))
+            return True
+        _q_reading(
+            self.cur,
+            [p for _, p in path],
+            kv.group("k").strip().lower(),
+            kv.group("v"),
+            line_no,
+            text,
+        )
+        return True
+
+    def _table_gpu(self, s: str, line_no: int, text: str) -> bool:
+        m = _TABLE_GPU.match(s)
+        if not m:
+            return False
+        g = self.table_gpu = _Gpu(m.group("bus"), line_no, text)
+        g.set("index", int(m.group("i")), line_no, text)
+        g.set("name", m.group("name").strip(), line_no, text)
+        g.r["bus"] = m.group("bus")
+        ecc = _num(m.group("ecc"))
+        if isinstance(ecc, int):
+            g.set("ecc_uncorrected_volatile", ecc, line_no, text)
+        self.gpus.append(g)
+        return True
+
+    def _table_err(self, s: str, line_no: int, text: str) -> bool:
+        if self.table_gpu is None or not _TABLE_ERR.match(s):
+            return False
+        self.table_gpu.set("lost", "ERR! in the nvidia-smi table", line_no, text)
+        self.table_gpu = None
+        return True
+
+    def _table_sensor_err(self, s: str, line_no: int, text: str) -> bool:
+        """A usage row with some sensors nvidia-smi cannot read."""
+        if (
+            self.table_gpu is None
+            or "ERR!" not in s
+            or not s.startswith("|")
+            or _TABLE_USE.match(s)
+        ):
+            return False
+        self.table_gpu.set("sensor_errors", _sensor_errors(s), line_no, text)
+        self.table_gpu = None
+        return True
+
+    def _table_use(self, s: str, line_no: int, text: str) -> None:
+        """The table's usage row under a GPU row: temperature, power, memory."""
+        m = _TABLE_USE.match(s)
+        g = self.table_gpu
+        if not m or g is None:
+            return
+        g.set("temp_c", int(m.group("temp")), line_no, text)
+        g.set("perf_state", m.group("perf"), line_no, text)
+        if m.group("pw") != "N/A":
+            g.set("power_w", float(m.group("pw")), line_no, text)
+        if m.group("cap") != "N/A":
+            g.set("power_limit_w", float(m.group("cap")), line_no, text)
+        g.set("mem_used_mib", int(m.group("used")), line_no, text)
+        g.set("mem_total_mib", int(m.group("total")), line_no, text)
+        self.table_gpu = None
+
+
 class NvidiaSmiParser:
     name = "nvidia_smi"
     kinds = ("nvidia_smi",)
@@ -168,145 +357,19 @@ class NvidiaSmiParser:
     )
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
-        gpus: list[_Gpu] = []
-        host = host_from_name(result.name)
-        cur: _Gpu | None = None
-        path: list[tuple[int, str]] = []  # (indent, section) stack for -q
-        csv_header: list[str] | None = None
-        series_header: list[str] = []
-        series: list[tuple[int, list[str], str]] = []  # a looping --query-gpu log, as metrics
-        table_gpu: _Gpu | None = None
+        scan = _Scan(result)
         for line_no, text in iter_lines(stream, result):
-            s = text.strip()
-            if not s:
-                continue
-            if "Unable to determine the device handle" in s:
-                ml = _LOST.search(s)
-                if ml:
-                    bus = ml.group("bus") or ml.group("bus2")
-                    g = _Gpu(bus or f"lost-{ml.group('i')}", line_no, text)
-                    if ml.group("i") is not None:
-                        g.r["index"] = int(ml.group("i"))
-                    if bus:
-                        g.r["bus"] = bus
-                    g.set("lost", (ml.group("why") or "unreachable").strip()[:120], line_no, text)
-                    gpus.append(g)
-                    continue
-            if host is None:
-                mh = _HOST_LINE.match(s)
-                if mh:
-                    host = mh.group("h")
-                    continue
-            # CSV query output
-            if (
-                csv_header is None
-                and "," in s
-                and (
-                    "temperature.gpu" in s
-                    or "ecc.errors" in s
-                    or "pci.bus_id" in s
-                    or s.startswith("index,")
-                )
-            ):
-                csv_header = [
-                    _CSV_FIELDS.get(h.strip().split(" ")[0].lower(), "") for h in s.split(",")
-                ]
-                series_header = [h.strip() for h in s.split(",")]
-                continue
-            if csv_header is not None and "," in s:
-                vals = next(csv.reader([s]))
-                if len(series) < MAX_SERIES_ROWS:
-                    series.append((line_no, vals, text))
-                g = _Gpu(str(len(gpus)), line_no, text)
-                for name, v in zip(csv_header, vals, strict=False):
-                    if name:
-                        g.set(
-                            name,
-                            _num(v) if name not in ("name", "bus", "serial") else v.strip(),
-                            line_no,
-                            text,
-                        )
-                gpus.append(g)
-                continue
-            # nvidia-smi -q
-            m = _GPU_HDR.match(s)
-            if m:
-                cur = _Gpu(m.group("bus"), line_no, text)
-                cur.r["bus"] = m.group("bus")
-                gpus.append(cur)
-                path = []
-                continue
-            if cur is not None:
-                indent = len(text) - len(text.lstrip())
-                while path and path[-1][0] >= indent:
-                    path.pop()
-                kv = _KV.match(s)
-                if not kv or not kv.group("v").strip():
-                    path.append((indent, s.lower().rstrip(":")))
-                    continue
-                self._q_reading(
-                    cur,
-                    [p for _, p in path],
-                    kv.group("k").strip().lower(),
-                    kv.group("v"),
-                    line_no,
-                    text,
-                )
-                continue
-            # default table
-            m = _TABLE_GPU.match(s)
-            if m:
-                table_gpu = _Gpu(m.group("bus"), line_no, text)
-                table_gpu.set("index", int(m.group("i")), line_no, text)
-                table_gpu.set("name", m.group("name").strip(), line_no, text)
-                table_gpu.r["bus"] = m.group("bus")
-                ecc = _num(m.group("ecc"))
-                if isinstance(ecc, int):
-                    table_gpu.set("ecc_uncorrected_volatile", ecc, line_no, text)
-                gpus.append(table_gpu)
-                continue
-            if table_gpu is not None and _TABLE_ERR.match(s):
-                table_gpu.set("lost", "ERR! in the nvidia-smi table", line_no, text)
-                table_gpu = None
-                continue
-            if (
-                table_gpu is not None
-                and "ERR!" in s
-                and s.startswith("|")
-                and not _TABLE_USE.match(s)
-            ):
-                # a sensor nvidia-smi cannot read (``|ERR!   54C    P2   ERR! / 225W |``)
-                cell = s.split("|")[1].split()
-                names = {0: "fan", 1: "temp", 2: "perf"}
-                bad = [
-                    names.get(i, "power") for i, tok in enumerate(cell) if tok.startswith("ERR!")
-                ]
-                if "/" in cell and cell.index("/") > 0 and cell[cell.index("/") - 1] == "ERR!":
-                    bad = [b for b in bad if b != "power"] + ["power"]
-                table_gpu.set("sensor_errors", ", ".join(dict.fromkeys(bad)), line_no, text)
-                table_gpu = None
-                continue
-            m = _TABLE_USE.match(s)
-            if m and table_gpu is not None:
-                table_gpu.set("temp_c", int(m.group("temp")), line_no, text)
-                table_gpu.set("perf_state", m.group("perf"), line_no, text)
-                if m.group("pw") != "N/A":
-                    table_gpu.set("power_w", float(m.group("pw")), line_no, text)
-                if m.group("cap") != "N/A":
-                    table_gpu.set("power_limit_w", float(m.group("cap")), line_no, text)
-                table_gpu.set("mem_used_mib", int(m.group("used")), line_no, text)
-                table_gpu.set("mem_total_mib", int(m.group("total")), line_no, text)
-                table_gpu = None
-            if len(gpus) > MAX_GPUS and not series:
+            if not scan.feed(line_no, text) and len(scan.gpus) > MAX_GPUS and not scan.series:
                 result.warn(f"more than {MAX_GPUS} GPUs; the rest were skipped")
                 break
-        if not gpus:
+        if not scan.gpus:
             raise ParseError(
                 "no GPU readings found (expected nvidia-smi -q, the nvidia-smi table or --format=csv)"
             )
+        host = scan.host
         if host:
             result.hosts = [host]
-        gpus = _merge_samples(gpus)
+        gpus = _merge_samples(scan.gpus)
         _sensor_errors_unlike_peers(gpus)
         for i, g in enumerate(gpus):
             g.r.setdefault("index", i)
@@ -321,84 +384,84 @@ class NvidiaSmiParser:
                 )
             )
         result.event_counts["gpu_reading"] = len(gpus)
-        if len(series) > 1 and series_header:
-            _as_metrics(series_header, series, host, result)
+        if len(scan.series) > 1 and scan.series_header:
+            _as_metrics(scan.series_header, scan.series, host, result)
         result.facts["nvidia_smi"] = {"host": host, "gpus": len(gpus)}
 
-    def _q_reading(
-        self, g: _Gpu, path: list[str], key: str, value: str, line: int, text: str
-    ) -> None:
-        sect = " / ".join(path)
-        v = _num(value)
-        if any(t in sect for t in _THROTTLE_SECTIONS):
-            if value.strip().lower() == "active" and key not in (
-                "idle",
-                "applications clocks setting",
-            ):
-                g.set("throttle_" + re.sub(r"\W+", "_", key).strip("_"), "Active", line, text)
-            return
-        if "ecc errors" in sect:
-            if key == "sram threshold exceeded":
-                g.set("sram_threshold_exceeded", value.strip(), line, text)
-                return
-            if not isinstance(v, int):
-                return
-            scope = "aggregate" if "aggregate" in sect else "volatile"
-            where = f"{sect} {key}"
-            if "uncorrectable" in key or "double bit" in where:
-                kind = "uncorrected"
-            elif "correctable" in key or "single bit" in where:
-                kind = "corrected"
-            else:
-                return
-            if ("single bit" in where or "double bit" in where) and key != "total":
-                return  # old layout: only the per-type Total counts
-            name = f"ecc_{kind}_{scope}"
-            total = int(g.r.get(name) or 0) + v
-            if v or name not in g.r:
-                g.set(name, total, line, text)
-            return
-        if "retired pages" in sect:
-            if "double bit" in key and isinstance(v, int):
-                g.set("retired_dbe", v, line, text)
-            elif "single bit" in key and isinstance(v, int):
-                g.set("retired_sbe", v, line, text)
-            elif "pending" in key:
-                g.set("pending_retirement", value.strip(), line, text)
-            return
-        if "remapped rows" in sect:
-            if key.startswith("uncorrectable") and isinstance(v, int):
-                g.set("remapped_uncorrectable", v, line, text)
-            elif key.startswith("correctable") and isinstance(v, int):
-                g.set("remapped_correctable", v, line, text)
-            elif key == "pending":
-                g.set("remap_pending", value.strip(), line, text)
-            elif "failure" in key:
-                g.set("remap_failure", value.strip(), line, text)
-            return
-        if sect.endswith("max clocks") and key in ("sm", "graphics"):
-            g.set(f"{'sm' if key == 'sm' else 'gr'}_clock_max_mhz", v, line, text)
-            return
-        if (
-            sect.endswith("clocks")
-            and "max" not in sect
-            and "application" not in sect
-            and key in ("sm", "graphics")
+
+def _q_reading(g: _Gpu, path: list[str], key: str, value: str, line: int, text: str) -> None:
+    """One ``label : value`` of a -q GPU section, read by the section it stands in."""
+    sect = " / ".join(path)
+    v = _num(value)
+    if any(t in sect for t in _THROTTLE_SECTIONS):
+        if value.strip().lower() == "active" and key not in (
+            "idle",
+            "applications clocks setting",
         ):
-            g.set(f"{'sm' if key == 'sm' else 'gr'}_clock_mhz", v, line, text)
+            g.set("throttle_" + re.sub(r"\W+", "_", key).strip("_"), "Active", line, text)
+        return
+    if "ecc errors" in sect:
+        if key == "sram threshold exceeded":
+            g.set("sram_threshold_exceeded", value.strip(), line, text)
             return
-        if "fb memory usage" in sect and key in ("total", "used"):
-            g.set(f"mem_{key}_mib", v, line, text)
+        if not isinstance(v, int):
             return
-        if key == "performance state":
-            g.set("perf_state", value.strip(), line, text)
+        scope = "aggregate" if "aggregate" in sect else "volatile"
+        where = f"{sect} {key}"
+        if "uncorrectable" in key or "double bit" in where:
+            kind = "uncorrected"
+        elif "correctable" in key or "single bit" in where:
+            kind = "corrected"
+        else:
             return
-        name = _Q_LABELS.get(key)
-        if name and "power" in name and "module" in sect:
-            return
-        if name and name not in g.r:
-            keep_text = name in ("name", "serial", "reset_required", "drain_and_reset")
-            g.set(name, value.strip() if keep_text else v, line, text)
+        if ("single bit" in where or "double bit" in where) and key != "total":
+            return  # old layout: only the per-type Total counts
+        name = f"ecc_{kind}_{scope}"
+        total = int(g.r.get(name) or 0) + v
+        if v or name not in g.r:
+            g.set(name, total, line, text)
+        return
+    if "retired pages" in sect:
+        if "double bit" in key and isinstance(v, int):
+            g.set("retired_dbe", v, line, text)
+        elif "single bit" in key and isinstance(v, int):
+            g.set("retired_sbe", v, line, text)
+        elif "pending" in key:
+            g.set("pending_retirement", value.strip(), line, text)
+        return
+    if "remapped rows" in sect:
+        if key.startswith("uncorrectable") and isinstance(v, int):
+            g.set("remapped_uncorrectable", v, line, text)
+        elif key.startswith("correctable") and isinstance(v, int):
+            g.set("remapped_correctable", v, line, text)
+        elif key == "pending":
+            g.set("remap_pending", value.strip(), line, text)
+        elif "failure" in key:
+            g.set("remap_failure", value.strip(), line, text)
+        return
+    if sect.endswith("max clocks") and key in ("sm", "graphics"):
+        g.set(f"{'sm' if key == 'sm' else 'gr'}_clock_max_mhz", v, line, text)
+        return
+    if (
+        sect.endswith("clocks")
+        and "max" not in sect
+        and "application" not in sect
+        and key in ("sm", "graphics")
+    ):
+        g.set(f"{'sm' if key == 'sm' else 'gr'}_clock_mhz", v, line, text)
+        return
+    if "fb memory usage" in sect and key in ("total", "used"):
+        g.set(f"mem_{key}_mib", v, line, text)
+        return
+    if key == "performance state":
+        g.set("perf_state", value.strip(), line, text)
+        return
+    name = _Q_LABELS.get(key)
+    if name and "power" in name and "module" in sect:
+        return
+    if name and name not in g.r:
+        keep_text = name in ("name", "serial", "reset_required", "drain_and_reset")
+        g.set(name, value.strip() if keep_text else v, line, text)
 
 
 def _is_yes(v: Any) -> bool:

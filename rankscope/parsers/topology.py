@@ -14,13 +14,13 @@ JSON key's) line. ``facts["topology"] = {"host": {"switch": …, "rack": …, "l
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, BinaryIO
 
 from ..detect import Head, Recognizer
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
+from ._json_rows import json_document_or_lines
 from ._lines import clip, iter_lines
 
 _HOST_KEYS = ("host", "hostname", "node", "nodename", "node_name", "server")
@@ -127,16 +127,7 @@ class TopologyParser:
         topo: dict[str, dict[str, Any]],
         result: ParseResult,
     ) -> None:
-        try:
-            data = json.loads(body)
-            objs = data
-        except ValueError:
-            objs = []
-            for _, t in lines:  # one object per line
-                try:
-                    objs.append(json.loads(t))
-                except ValueError:
-                    continue
+        objs = json_document_or_lines(body, lines)
         # where each host is named (its first line): the quoted key or value
         first_line: dict[str, tuple[int, str]] = {}
         for line_no, t in lines:
