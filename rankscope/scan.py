@@ -54,6 +54,32 @@ class ReScanner:
             out.append((st, en, _sigs(ids) if ids else _NO_SIGS))
         return out
 
+    def lines_upto(self, data: bytes, limit: int) -> tuple[list[tuple[int, int]], bool]:
+        """The candidate lines of ``data``, stopping after ``limit + 1`` of them; the flag
+        tells whether the list is complete (at most ``limit`` lines)."""
+        spans: list[tuple[int, int]] = []
+        pos, n, search = 0, len(data), self._rx.search
+        while pos < n:
+            m = search(data, pos, n)
+            if not m:
+                return spans, True
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            end = data.find(b"\n", m.end(), n)
+            end = n if end < 0 else end
+            spans.append((start, end))
+            if len(spans) > limit:
+                return spans, False
+            pos = end + 1
+        return spans, len(spans) <= limit
+
+    def first_line(self, data: bytes, lo: int, hi: int) -> tuple[int, int] | None:
+        """The first candidate line of ``data[lo:hi]`` (``lo`` and ``hi`` at line starts)."""
+        m = self._rx.search(data, lo, hi)
+        if not m:
+            return None
+        end = data.find(b"\n", m.end(), hi)
+        return data.rfind(b"\n", lo, m.start()) + 1 or lo, hi if end < 0 else end
+
     def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
         buf = data.obj if isinstance(data, memoryview) else data  # find/rfind need the owner
         n = len(data)
@@ -120,6 +146,49 @@ class HyperscanScanner:
     def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
         return [(s, e) for s, e, _ in self.line_hits(data)]
 
+    def lines_upto(self, data: bytes, limit: int) -> tuple[list[tuple[int, int]], bool]:
+        """The candidate lines of ``data``, the scan stopped as soon as ``limit + 1`` were
+        found (a log made of candidate lines costs ``limit`` callbacks, not one per line);
+        the flag tells whether the list is complete (at most ``limit`` lines)."""
+        spans: list[tuple[int, int]] = []
+        append, find, rfind, n = spans.append, data.find, data.rfind, len(data)
+        line_end = -1
+
+        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+            nonlocal line_end
+            if end <= line_end:
+                return False  # another match on the line we already have
+            line_end = find(b"\n", end, n)
+            if line_end < 0:
+                line_end = n
+            append((rfind(b"\n", 0, end) + 1, line_end))
+            return len(spans) > limit  # one line more than the budget: stop, not complete
+
+        try:
+            self._db.scan(data, match_event_handler=on_match)
+        except _terminated():
+            return spans, False
+        return spans, len(spans) <= limit
+
+    def first_line(self, data: bytes, lo: int, hi: int) -> tuple[int, int] | None:
+        """The first candidate line of ``data[lo:hi]`` (``lo`` and ``hi`` at line starts);
+        the scan stops at the first match."""
+        got: list[int] = []
+
+        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+            got.append(end)
+            return True
+
+        try:
+            self._db.scan(memoryview(data)[lo:hi], match_event_handler=on_match)
+        except _terminated():
+            pass
+        if not got:
+            return None
+        at = lo + got[0]
+        end = data.find(b"\n", at, hi)
+        return data.rfind(b"\n", lo, at) + 1 or lo, hi if end < 0 else end
+
     def line_hits(self, data: bytes | memoryview) -> list[Hit]:
         buf = data.obj if isinstance(data, memoryview) else data  # find/rfind need the owner
         ends: list[tuple[int, int]] = []
@@ -152,6 +221,12 @@ class HyperscanScanner:
             last_end = end
         hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
         return hits
+
+
+def _terminated() -> type[Exception]:
+    import hyperscan
+
+    return hyperscan.ScanTerminated
 
 
 _N_STRUCT = sum(1 for x in PATTERN_SIG if x is None)  # structural patterns come first

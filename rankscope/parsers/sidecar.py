@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,6 @@ from ..scan import HyperscanScanner, ReScanner
 from . import banners, iterations
 from .banners import BannerReader
 from .iterations import IterationReader
-
-WINDOW = 16 << 10  # bytes scanned per sampled window once iteration lines are dense
 
 # NCCL's choice of inter-node transport, read with the banner pass (no extra scan):
 # (literal, regex, fact) — the first line of each fact in a file is kept
@@ -106,7 +105,6 @@ class SideReaders:
         self.iterations = IterationReader()
         self.banners = BannerReader()
         self.transport = TransportReader()
-        self.dense = False  # the last full scan found far more candidates than the budget
 
     def feed(self, chunk: Any, first_line: int) -> None:
         """``chunk``: whole lines (bytes-like); its first line is number ``first_line + 1``."""
@@ -116,7 +114,7 @@ class SideReaders:
         # iteration lines can be every line: the budget picks which to read before any
         # per-line work (line numbers are counted only up to the picked ones)
         arr = np.frombuffer(data, dtype=np.uint8)
-        spans = self.iterations.pick(self._iteration_spans(data), len(data))
+        spans = self._iteration_spans(data)
         self.iterations.take(_numbered(data, spans, first_line, arr))
         banner_spans = side_scanner("banners").line_spans(data)
         for raw, ln in _numbered(data, banner_spans, first_line, arr):
@@ -125,24 +123,28 @@ class SideReaders:
             self.transport.take(text, ln)
 
     def _iteration_spans(self, data: bytes) -> list[tuple[int, int]]:
-        """Candidate iteration lines of a chunk. Once a log has shown that nearly every
-        line is one (the budget keeps a small share), only as many small windows spread
-        over the chunk are scanned as the budget will keep — the scan's cost follows
-        what is read, not the log's size."""
+        """The iteration lines of a chunk that the work budget lets us read. The scan stops
+        as soon as the chunk has shown more candidates than the budget allows; then the
+        chunk is cut into as many line-aligned segments as the budget keeps and the first
+        candidate of each is read (each segment's scan stops at its first match) — the
+        series stays evenly spaced and the scan's cost follows what is read, not the log's
+        size or how many of its lines are iteration lines."""
         scanner = side_scanner("iterations")
-        want = self.iterations.allowance + len(data) / iterations.BYTES_PER_LINE
-        if not self.dense or want >= 64:
-            spans = scanner.line_spans(data)
-            self.dense = len(spans) > 8 * max(1.0, want)
-            return spans
-        n, out = max(1, int(want)), []
-        for k in range(n):
-            lo = data.rfind(b"\n", 0, k * len(data) // n) + 1
-            hi = data.find(b"\n", min(len(data), lo + WINDOW))
-            hi = len(data) if hi < 0 else hi
-            got = scanner.line_spans(data[lo:hi])
-            if got:
-                out.append((lo + got[0][0], lo + got[0][1]))
+        reader = self.iterations
+        want = reader.allowance + len(data) / iterations.BYTES_PER_LINE
+        spans, complete = scanner.lines_upto(data, int(want))
+        if complete:
+            return reader.pick(spans, len(data))  # all of them fit: pick keeps every one
+        reader.allowance = want
+        reader.sampled = True
+        n, size, out = max(1, int(want)), len(data), []
+        cuts = [data.rfind(b"\n", 0, k * size // n) + 1 for k in range(n)] + [size]
+        for lo, hi in pairwise(cuts):
+            if hi > lo:
+                got = scanner.first_line(data, lo, hi)
+                if got is not None:
+                    out.append(got)
+        reader.allowance -= len(out)
         return out
 
     def finish(self, result: ParseResult, file_rank: int | None) -> None:
