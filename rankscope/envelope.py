@@ -49,6 +49,34 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
     ("kts", re.compile(r"\[\s*\d+\.\d+\]\s*")),
     ("pdsh", re.compile(r"(?P<v>[a-z][a-z0-9-]*\d[\w.-]*):\s+(?=\S)")),
 ]
+
+
+# The wrappers that can match a line starting with a given ASCII character (first
+# characters: "[" viewer/mpi/local/tag/date/dmesg/kts, "(" ray, digits srun/stream/date,
+# whitespace srun, A-Z stream/syslog, a-z stream/pdsh, "_" "." "-" stream), in their
+# order above; any other ASCII character starts none; a non-ASCII one tries them all.
+def _first_char_wrappers(c: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    if c == "[":
+        names: tuple[str, ...] = ("viewer", "mpi", "local", "tag", "date", "dmesg", "kts")
+    elif c == "(":
+        names = ("ray",)
+    elif c.isdigit():
+        names = ("srun", "stream", "date")
+    elif c.isspace():
+        names = ("srun",)
+    elif "A" <= c <= "Z":
+        names = ("stream", "syslog")
+    elif "a" <= c <= "z":
+        names = ("stream", "pdsh")
+    elif c in "_.-":
+        names = ("stream",)
+    else:
+        names = ()
+    return tuple((n, rx) for n, rx in _WRAPPERS if n in names)
+
+
+_WRAPPERS_BY_FIRST = {chr(i): _first_char_wrappers(chr(i)) for i in range(128)}
+_ALL_WRAPPERS = tuple(_WRAPPERS)
 _RANK = re.compile(r"\[rank(?P<r>\d+)\]:\s?")
 _GLOG = re.compile(
     r"\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
@@ -134,7 +162,7 @@ def peel(line: str) -> Envelope:
             continue
         if env.rank is not None or env.level is not None:
             break  # wrappers come before [rankN]: and the glog envelope, never after
-        for name, rx in _WRAPPERS:
+        for name, rx in _WRAPPERS_BY_FIRST.get(c, _ALL_WRAPPERS) if c else ():
             m = rx.match(s)
             if not m:
                 continue
