@@ -140,8 +140,12 @@ def _hyperscan_db(patterns: Sequence[str]) -> Any:
 class HyperscanScanner:
     name = "hyperscan"
 
-    def __init__(self, patterns: Sequence[str] = PATTERNS) -> None:
-        self._db = _hyperscan_db(patterns)
+    def __init__(self, patterns: Sequence[str] = PATTERNS, side: Sequence[str] = ()) -> None:
+        # side patterns ride along in the same database (ids after the prefilter's):
+        # ``line_hits_side`` tells their lines apart, ``line_hits`` leaves them out
+        self._db = _hyperscan_db([*patterns, *side])
+        self._n_main = len(patterns)
+        self.side = tuple(side)
 
     def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
         return [(s, e) for s, e, _ in self.line_hits(data)]
@@ -190,6 +194,11 @@ class HyperscanScanner:
         return data.rfind(b"\n", lo, at) + 1 or lo, hi if end < 0 else end
 
     def line_hits(self, data: bytes | memoryview) -> list[Hit]:
+        return self.line_hits_side(data)[0]
+
+    def line_hits_side(self, data: bytes | memoryview) -> tuple[list[Hit], list[tuple[int, int]]]:
+        """The prefilter's candidate lines and, from the same pass, the lines where one of
+        the side literals (``side=``) occurs — ``(start, end)`` each, in file order."""
         buf = data.obj if isinstance(data, memoryview) else data  # find/rfind need the owner
         ends: list[tuple[int, int]] = []
         append = ends.append
@@ -198,29 +207,38 @@ class HyperscanScanner:
             append((end, id_))
 
         self._db.scan(data, match_event_handler=on_match)
-        if not ends:
-            return []
-        ends.sort()
         hits: list[Hit] = []
+        side: list[tuple[int, int]] = []
+        if not ends:
+            return hits, side
+        ends.sort()
         n = len(data)
+        n_main = self._n_main
         last_end = -1
         start = 0
         ids: list[int] = []
+        main = in_side = False
         for e, i in ends:
-            if e <= last_end:
+            if e > last_end:  # a new line
+                if main:
+                    hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
+                if in_side:
+                    side.append((start, last_end))
+                start = buf.rfind(b"\n", 0, e) + 1
+                end = buf.find(b"\n", e, n)
+                last_end = n if end < 0 else end
+                ids, main, in_side = [], False, False
+            if i >= n_main:
+                in_side = True
+            else:
+                main = True
                 if i >= _N_STRUCT:
-                    ids.append(i)  # another match on the line we already have
-                continue
-            if last_end >= 0:
-                hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
-            start = buf.rfind(b"\n", 0, e) + 1
-            end = buf.find(b"\n", e, n)
-            if end < 0:
-                end = n
-            ids = [i] if i >= _N_STRUCT else []
-            last_end = end
-        hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
-        return hits
+                    ids.append(i)  # a signature's pattern
+        if main:
+            hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
+        if in_side:
+            side.append((start, last_end))
+        return hits, side
 
 
 def _terminated() -> type[Exception]:
@@ -242,13 +260,21 @@ def get_scanner() -> ReScanner | HyperscanScanner:
             _SCANNER = ReScanner()
         else:
             try:
-                _SCANNER = HyperscanScanner()
+                _SCANNER = _with_side()
             except Exception:  # ImportError, CPU without SSSE3, compile failure
                 _SCANNER = ReScanner()
     return _SCANNER
 
 
+def _with_side() -> HyperscanScanner:
+    """The prefilter with the text parser's side literals (start-up banners, NCCL
+    transport) in the same database: one pass over each chunk for both."""
+    from .parsers.sidecar import banner_patterns
+
+    return HyperscanScanner(PATTERNS, side=banner_patterns())
+
+
 def set_scanner(name: str) -> None:
     """Force a scanner ("hyperscan" or "re"); used by tests and the benchmark."""
     global _SCANNER
-    _SCANNER = HyperscanScanner() if name == "hyperscan" else ReScanner()
+    _SCANNER = _with_side() if name == "hyperscan" else ReScanner()

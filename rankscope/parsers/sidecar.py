@@ -43,6 +43,11 @@ _TRANSPORT_STR = tuple((lit.decode(), rx, fact) for lit, rx, fact in TRANSPORT)
 _SCANNERS: dict[str, ReScanner | HyperscanScanner] = {}
 
 
+def banner_patterns() -> list[str]:
+    """The banner reader's literals (start-up banners, NCCL transport) as patterns."""
+    return [re.escape(x.decode()) for x in banners.LITERALS + TRANSPORT_LITERALS]
+
+
 def side_scanner(which: str) -> ReScanner | HyperscanScanner:
     """The process-wide scanner for one reader's literals ("iterations" or "banners")."""
     got = _SCANNERS.get(which)
@@ -106,8 +111,12 @@ class SideReaders:
         self.banners = BannerReader()
         self.transport = TransportReader()
 
-    def feed(self, chunk: Any, first_line: int) -> None:
-        """``chunk``: whole lines (bytes-like); its first line is number ``first_line + 1``."""
+    def feed(
+        self, chunk: Any, first_line: int, banner_spans: list[tuple[int, int]] | None = None
+    ) -> None:
+        """``chunk``: whole lines (bytes-like); its first line is number ``first_line + 1``.
+        ``banner_spans``: the banner literals' lines when the prefilter's pass found them
+        (``banner_patterns`` in its database); else they are scanned for here."""
         data = bytes(chunk)
         if isinstance(chunk, memoryview):
             chunk.release()
@@ -116,7 +125,8 @@ class SideReaders:
         arr = np.frombuffer(data, dtype=np.uint8)
         spans = self._iteration_spans(data)
         self.iterations.take(_numbered(data, spans, first_line, arr))
-        banner_spans = side_scanner("banners").line_spans(data)
+        if banner_spans is None:
+            banner_spans = side_scanner("banners").line_spans(data)
         for raw, ln in _numbered(data, banner_spans, first_line, arr):
             text = raw.decode("utf-8", errors="replace").rstrip("\r")
             self.banners.take(text, ln)

@@ -230,11 +230,16 @@ class TextLogParser:
                         )
                 if len(head) < HEAD:
                     head += view[: min(cut, HEAD - len(head))]
-                sidecar.feed(view[:cut], line_no)
+                if getattr(scanner, "side", None):  # banners found by the same pass
+                    hits, banner_spans = scanner.line_hits_side(view[:cut])  # type: ignore[union-attr]
+                else:
+                    hits, banner_spans = scanner.line_hits(view[:cut]), None
+                sidecar.feed(view[:cut], line_no, banner_spans)
                 line_no = self._block(
                     buf,
                     view,
                     cut,
+                    hits,
                     line_no,
                     offset,
                     result,
@@ -242,7 +247,6 @@ class TextLogParser:
                     summary,
                     file_rank,
                     file_host,
-                    scanner,
                 )
                 if final and not buf.endswith(b"\n", 0, cut):
                     line_no += 1
@@ -284,6 +288,7 @@ class TextLogParser:
         buf: bytearray,
         view: memoryview,
         cut: int,
+        hits: list[Any],
         line_no: int,
         offset: int,
         result: ParseResult,
@@ -291,10 +296,9 @@ class TextLogParser:
         summary: _Summary,
         file_rank: int | None,
         file_host: str | None,
-        scanner: object,
     ) -> int:
-        """Scan ``buf[:cut]`` (whole lines); return the line count after it."""
-        hits = scanner.line_hits(view[:cut])  # type: ignore[attr-defined]
+        """Read the prefilter's ``hits`` in ``buf[:cut]`` (whole lines); return the line
+        count after it."""
         # newlines counted once, between consecutive points of interest (candidate lines and
         # the sparse index marks), with numpy's SIMD compare (~3x bytes.count)
         arr = np.frombuffer(view[:cut], dtype=np.uint8)
