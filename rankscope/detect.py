@@ -145,7 +145,8 @@ def detect_kind(name: str, head: bytes) -> str:
         or "_perf -b" in text
         or ("# nThread " in text and " nGpus " in text and ("busbw" in text or "# Rank" in text))
         or "# Avg bus bandwidth" in text
-        or re.search(r"(?m)^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\b", text)  # NCCL 1.x tests
+        # NCCL 1.x tests (the literal first: the regex alone tries every position, ~1 ms)
+        or ("algbw" in text and re.search(r"(?m)^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\b", text))
     ):
         return "nccl_tests"
     if "NVIDIA-SMI" in text or "==============NVSMI LOG" in text:
@@ -165,9 +166,11 @@ def detect_kind(name: str, head: bytes) -> str:
         or "\tGPU1\t" in text[:4000]
     ):
         return "topology"
-    if re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", text[:4000], re.M) or (
-        base.startswith("slurm-job-") and text.lstrip().startswith("{")
-    ):
+    start = text[:4000]
+    if (
+        ("JobId=" in start or "JobState=" in start or "JobID|" in start)
+        and re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", start, re.M)
+    ) or (base.startswith("slurm-job-") and text.lstrip().startswith("{")):
         return "slurm_job"  # scontrol/sacct text, or the controller epilog's JSON record
     if any(t in base for t in ("dmesg", "kern.log", "syslog", "journal")) or re.match(
         r"\[\s*\d+\.\d+\] ", text
