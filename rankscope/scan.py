@@ -140,12 +140,22 @@ def _hyperscan_db(patterns: Sequence[str]) -> Any:
 class HyperscanScanner:
     name = "hyperscan"
 
-    def __init__(self, patterns: Sequence[str] = PATTERNS, side: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        patterns: Sequence[str] = PATTERNS,
+        side: Sequence[str] = (),
+        budgeted: Sequence[str] = (),
+    ) -> None:
         # side patterns ride along in the same database (ids after the prefilter's):
-        # ``line_hits_side`` tells their lines apart, ``line_hits`` leaves them out
+        # ``line_hits_side`` tells their lines apart, ``line_hits`` leaves them out.
+        # ``budgeted`` patterns (iteration lines) are in a second database with all the
+        # others, used by ``line_hits_budget``
         self._db = _hyperscan_db([*patterns, *side])
+        self._db_all = _hyperscan_db([*patterns, *side, *budgeted]) if budgeted else None
         self._n_main = len(patterns)
+        self._n_side = len(patterns) + len(side)
         self.side = tuple(side)
+        self.budgeted = tuple(budgeted)
 
     def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
         return [(s, e) for s, e, _ in self.line_hits(data)]
@@ -196,6 +206,39 @@ class HyperscanScanner:
     def line_hits(self, data: bytes | memoryview) -> list[Hit]:
         return self.line_hits_side(data)[0]
 
+    def line_hits_budget(
+        self, data: bytes | memoryview, limit: int
+    ) -> tuple[list[Hit], list[tuple[int, int]], list[tuple[int, int]] | None]:
+        """One pass for the prefilter, the side patterns and the budgeted ones: the
+        candidate lines, the side lines, and the budgeted lines — or None when there are
+        more than ``limit`` of them (then the scan stops there and the chunk is scanned
+        again without the budgeted patterns: a log made of iteration lines pays ``limit``
+        callbacks and a short second pass, not one callback per line)."""
+        if self._db_all is None:
+            return (*self.line_hits_side(data), None)
+        buf = data.obj if isinstance(data, memoryview) else data
+        ends: list[tuple[int, int]] = []
+        append, find, n = ends.append, buf.find, len(data)
+        n_side = self._n_side
+        count, line_end = 0, -1
+
+        def on_match(id_: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+            nonlocal count, line_end
+            append((end, id_))
+            if id_ >= n_side and end > line_end:  # a budgeted pattern on a new line
+                line_end = find(b"\n", end, n)
+                if line_end < 0:
+                    line_end = n
+                count += 1
+                return count > limit
+            return False
+
+        try:
+            self._db_all.scan(data, match_event_handler=on_match)
+        except _terminated():
+            return (*self.line_hits_side(data), None)
+        return self._lines(buf, n, ends)
+
     def line_hits_side(self, data: bytes | memoryview) -> tuple[list[Hit], list[tuple[int, int]]]:
         """The prefilter's candidate lines and, from the same pass, the lines where one of
         the side literals (``side=``) occurs — ``(start, end)`` each, in file order."""
@@ -207,28 +250,39 @@ class HyperscanScanner:
             append((end, id_))
 
         self._db.scan(data, match_event_handler=on_match)
+        hits, side, _ = self._lines(buf, len(data), ends)
+        return hits, side
+
+    def _lines(
+        self, buf: Any, n: int, ends: list[tuple[int, int]]
+    ) -> tuple[list[Hit], list[tuple[int, int]], list[tuple[int, int]]]:
+        """Match ends → (candidate lines, side lines, budgeted lines)."""
         hits: list[Hit] = []
         side: list[tuple[int, int]] = []
+        budget: list[tuple[int, int]] = []
         if not ends:
-            return hits, side
+            return hits, side, budget
         ends.sort()
-        n = len(data)
-        n_main = self._n_main
+        n_main, n_side = self._n_main, self._n_side
         last_end = -1
         start = 0
         ids: list[int] = []
-        main = in_side = False
+        main = in_side = in_budget = False
         for e, i in ends:
             if e > last_end:  # a new line
                 if main:
                     hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
                 if in_side:
                     side.append((start, last_end))
+                if in_budget:
+                    budget.append((start, last_end))
                 start = buf.rfind(b"\n", 0, e) + 1
                 end = buf.find(b"\n", e, n)
                 last_end = n if end < 0 else end
-                ids, main, in_side = [], False, False
-            if i >= n_main:
+                ids, main, in_side, in_budget = [], False, False, False
+            if i >= n_side:
+                in_budget = True
+            elif i >= n_main:
                 in_side = True
             else:
                 main = True
@@ -238,7 +292,9 @@ class HyperscanScanner:
             hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
         if in_side:
             side.append((start, last_end))
-        return hits, side
+        if in_budget:
+            budget.append((start, last_end))
+        return hits, side, budget
 
 
 def _terminated() -> type[Exception]:
@@ -268,10 +324,11 @@ def get_scanner() -> ReScanner | HyperscanScanner:
 
 def _with_side() -> HyperscanScanner:
     """The prefilter with the text parser's side literals (start-up banners, NCCL
-    transport) in the same database: one pass over each chunk for both."""
-    from .parsers.sidecar import banner_patterns
+    transport; iteration lines within their budget) in the same database: one pass over
+    each chunk for all three."""
+    from .parsers.sidecar import banner_patterns, iteration_patterns
 
-    return HyperscanScanner(PATTERNS, side=banner_patterns())
+    return HyperscanScanner(PATTERNS, side=banner_patterns(), budgeted=iteration_patterns())
 
 
 def set_scanner(name: str) -> None:

@@ -48,6 +48,14 @@ def banner_patterns() -> list[str]:
     return [re.escape(x.decode()) for x in banners.LITERALS + TRANSPORT_LITERALS]
 
 
+def iteration_patterns() -> list[str]:
+    """The iteration reader's literals as patterns."""
+    return [re.escape(x.decode()) for x in iterations.LITERALS]
+
+
+NOT_SCANNED: Any = object()  # feed(): the caller did not look for iteration lines
+
+
 def side_scanner(which: str) -> ReScanner | HyperscanScanner:
     """The process-wide scanner for one reader's literals ("iterations" or "banners")."""
     got = _SCANNERS.get(which)
@@ -110,20 +118,35 @@ class SideReaders:
         self.iterations = IterationReader()
         self.banners = BannerReader()
         self.transport = TransportReader()
+        self.dense = False  # the last chunk had more iteration lines than the budget
+
+    def iteration_limit(self, nbytes: int) -> int | None:
+        """How many iteration lines the next ``nbytes`` of log may have for all of them
+        to be read — or None when the last chunk had more (look for them here, by
+        sampling, rather than in the caller's full pass)."""
+        if self.dense:
+            return None
+        return int(self.iterations.allowance + nbytes / iterations.BYTES_PER_LINE)
 
     def feed(
-        self, chunk: Any, first_line: int, banner_spans: list[tuple[int, int]] | None = None
+        self,
+        chunk: Any,
+        first_line: int,
+        banner_spans: list[tuple[int, int]] | None = None,
+        iteration_spans: list[tuple[int, int]] | None = NOT_SCANNED,
     ) -> None:
         """``chunk``: whole lines (bytes-like); its first line is number ``first_line + 1``.
         ``banner_spans``: the banner literals' lines when the prefilter's pass found them
-        (``banner_patterns`` in its database); else they are scanned for here."""
+        (``banner_patterns`` in its database); else they are scanned for here.
+        ``iteration_spans``: likewise the iteration lines (``iteration_patterns``), all of
+        them within ``iteration_limit``, or None when there were more."""
         data = bytes(chunk)
         if isinstance(chunk, memoryview):
             chunk.release()
         # iteration lines can be every line: the budget picks which to read before any
         # per-line work (line numbers are counted only up to the picked ones)
         arr = np.frombuffer(data, dtype=np.uint8)
-        spans = self._iteration_spans(data)
+        spans = self._iteration_spans(data, iteration_spans)
         self.iterations.take(_numbered(data, spans, first_line, arr))
         if banner_spans is None:
             banner_spans = side_scanner("banners").line_spans(data)
@@ -132,7 +155,9 @@ class SideReaders:
             self.banners.take(text, ln)
             self.transport.take(text, ln)
 
-    def _iteration_spans(self, data: bytes) -> list[tuple[int, int]]:
+    def _iteration_spans(
+        self, data: bytes, found: list[tuple[int, int]] | None = NOT_SCANNED
+    ) -> list[tuple[int, int]]:
         """The iteration lines of a chunk that the work budget lets us read. The scan stops
         as soon as the chunk has shown more candidates than the budget allows; then the
         chunk is cut into as many line-aligned segments as the budget keeps and the first
@@ -142,7 +167,11 @@ class SideReaders:
         scanner = side_scanner("iterations")
         reader = self.iterations
         want = reader.allowance + len(data) / iterations.BYTES_PER_LINE
-        spans, complete = scanner.lines_upto(data, int(want))
+        if found is NOT_SCANNED:
+            spans, complete = scanner.lines_upto(data, int(want))
+        else:  # the caller's pass: all of them, or None when over the budget
+            spans, complete = found or [], found is not None
+        self.dense = not complete
         if complete:
             return reader.pick(spans, len(data))  # all of them fit: pick keeps every one
         reader.allowance = want

@@ -26,7 +26,7 @@ from ..signatures import match as match_signature
 from . import Progress, register_parser
 from .classify import NCCL_HOST, classify
 from .facts import read_region
-from .sidecar import SideReaders
+from .sidecar import NOT_SCANNED, SideReaders
 
 CHUNK = 2 << 20
 HEAD = 24 << 10
@@ -230,11 +230,16 @@ class TextLogParser:
                         )
                 if len(head) < HEAD:
                     head += view[: min(cut, HEAD - len(head))]
-                if getattr(scanner, "side", None):  # banners found by the same pass
+                # banners, and iteration lines within their budget, found by the same pass
+                limit = sidecar.iteration_limit(cut) if getattr(scanner, "budgeted", ()) else None
+                it_spans = NOT_SCANNED
+                if limit is not None:
+                    hits, banner_spans, it_spans = scanner.line_hits_budget(view[:cut], limit)  # type: ignore[union-attr]
+                elif getattr(scanner, "side", None):
                     hits, banner_spans = scanner.line_hits_side(view[:cut])  # type: ignore[union-attr]
                 else:
                     hits, banner_spans = scanner.line_hits(view[:cut]), None
-                sidecar.feed(view[:cut], line_no, banner_spans)
+                sidecar.feed(view[:cut], line_no, banner_spans, it_spans)
                 line_no = self._block(
                     buf,
                     view,
