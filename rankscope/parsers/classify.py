@@ -148,6 +148,14 @@ def classify(msg: str) -> tuple[Result, bool]:
     return _classify_other(msg), False
 
 
+# the watchdog's failure wordings: (key of their regex in _RX, literal that names them)
+_WATCHDOG_MARKERS = (
+    ("failure", "failure detected by watchdog"),
+    ("exc_detected", "detected by watchdog at work"),
+    ("timeout_at", "Timeout at NCCL work"),
+)
+
+
 def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
     if "Watchdog caught collective operation timeout" in msg:
         f = _work_fields(msg)
@@ -158,12 +166,7 @@ def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
         if "thread terminated with exception" in msg:
             f["via"] = "watchdog_exit"
         return ("watchdog_timeout", f), "seq" not in f
-    for key in ("failure", "exc_detected", "timeout_at"):
-        marker = {
-            "failure": "failure detected by watchdog",
-            "exc_detected": "detected by watchdog at work",
-            "timeout_at": "Timeout at NCCL work",
-        }[key]
+    for key, marker in _WATCHDOG_MARKERS:
         if marker in msg:
             m = _RX[key].search(msg)
             if not m:
