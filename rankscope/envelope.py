@@ -102,14 +102,8 @@ class Envelope:
 
 def _iso_from_glog(md: str, t: str) -> str:
     md = md.zfill(4)  # c10 logging prints the month unpadded: E321 is March 21
-    return f"0000-{md[:2]}-{md[2:]}T{_frac(t)}"
-
-
-def _frac(t: str) -> str:
-    if "." in t:
-        hms, frac = t.split(".", 1)
-        return f"{hms}.{frac[:6]}"
-    return t
+    # ``t`` is "hh:mm:ss" or "hh:mm:ss.fff…" (the glog regexes): microseconds at most
+    return f"0000-{md[:2]}-{md[2:]}T{t[:15]}"
 
 
 def iso_from_text(v: str) -> str | None:
