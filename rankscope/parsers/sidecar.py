@@ -1,8 +1,10 @@
 """Readers that see every chunk of a text log beside the prefilter-driven classification.
 
 They look for frequent lines the prefilter is built to skip (iteration lines, start-up
-banners) with one more multi-literal pass over the chunk (Hyperscan when the prefilter
-uses it, else Python ``re``), and write their own results at the end: ``result.metrics``
+banners). With Hyperscan their literals are in the prefilter's database as their own ids,
+so the text parser's one pass finds them (iteration lines only while they fit the read
+budget); otherwise one more multi-literal pass over the chunk (Hyperscan, or Python
+``re``) looks for them here. They write their own results at the end: ``result.metrics``
 (``iterations.py``) and ``result.facts["banners"]`` (``banners.py``). The text parser
 calls ``feed`` once per chunk and ``finish`` once per file.
 """
