@@ -51,6 +51,35 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
     ("xla_dist", re.compile(r"(?P<v>(?:\d{1,3}\.){3}\d{1,3}) \[\d+\]\s+")),
     ("pdsh", re.compile(r"(?P<v>[a-z][a-z0-9-]*\d[\w.-]*):\s+(?=\S)")),
 ]
+
+
+# The wrappers that can match a line starting with a given ASCII character (first
+# characters: "[" viewer/mpi/local/tag/date/dmesg/kts, "(" ray, digits
+# srun/stream/date/xla_dist,
+# whitespace srun, A-Z stream/syslog, a-z stream/pdsh, "_" "." "-" stream), in their
+# order above; any other ASCII character starts none; a non-ASCII one tries them all.
+def _first_char_wrappers(c: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
+    if c == "[":
+        names: tuple[str, ...] = ("viewer", "mpi", "local", "tag", "date", "dmesg", "kts")
+    elif c == "(":
+        names = ("ray",)
+    elif c.isdigit():
+        names = ("srun", "stream", "date", "xla_dist")
+    elif c.isspace():
+        names = ("srun",)
+    elif "A" <= c <= "Z":
+        names = ("stream", "syslog")
+    elif "a" <= c <= "z":
+        names = ("stream", "pdsh")
+    elif c in "_.-":
+        names = ("stream",)
+    else:
+        names = ()
+    return tuple((n, rx) for n, rx in _WRAPPERS if n in names)
+
+
+_WRAPPERS_BY_FIRST = {chr(i): _first_char_wrappers(chr(i)) for i in range(128)}
+_ALL_WRAPPERS = tuple(_WRAPPERS)
 _RANK = re.compile(r"\[rank(?P<r>\d+)\]:\s?")
 _GLOG = re.compile(
     r"\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
@@ -76,14 +105,8 @@ class Envelope:
 
 def _iso_from_glog(md: str, t: str) -> str:
     md = md.zfill(4)  # c10 logging prints the month unpadded: E321 is March 21
-    return f"0000-{md[:2]}-{md[2:]}T{_frac(t)}"
-
-
-def _frac(t: str) -> str:
-    if "." in t:
-        hms, frac = t.split(".", 1)
-        return f"{hms}.{frac[:6]}"
-    return t
+    # ``t`` is "hh:mm:ss" or "hh:mm:ss.fff…" (the glog regexes): microseconds at most
+    return f"0000-{md[:2]}-{md[2:]}T{t[:15]}"
 
 
 def iso_from_text(v: str) -> str | None:
@@ -136,7 +159,7 @@ def peel(line: str) -> Envelope:
             continue
         if env.rank is not None or env.level is not None:
             break  # wrappers come before [rankN]: and the glog envelope, never after
-        for name, rx in _WRAPPERS:
+        for name, rx in _WRAPPERS_BY_FIRST.get(c, _ALL_WRAPPERS) if c else ():
             m = rx.match(s)
             if not m:
                 continue

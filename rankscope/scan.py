@@ -54,6 +54,32 @@ class ReScanner:
             out.append((st, en, _sigs(ids) if ids else _NO_SIGS))
         return out
 
+    def lines_upto(self, data: bytes, limit: int) -> tuple[list[tuple[int, int]], bool]:
+        """The candidate lines of ``data``, stopping after ``limit + 1`` of them; the flag
+        tells whether the list is complete (at most ``limit`` lines)."""
+        spans: list[tuple[int, int]] = []
+        pos, n, search = 0, len(data), self._rx.search
+        while pos < n:
+            m = search(data, pos, n)
+            if not m:
+                return spans, True
+            start = data.rfind(b"\n", 0, m.start()) + 1
+            end = data.find(b"\n", m.end(), n)
+            end = n if end < 0 else end
+            spans.append((start, end))
+            if len(spans) > limit:
+                return spans, False
+            pos = end + 1
+        return spans, len(spans) <= limit
+
+    def first_line(self, data: bytes, lo: int, hi: int) -> tuple[int, int] | None:
+        """The first candidate line of ``data[lo:hi]`` (``lo`` and ``hi`` at line starts)."""
+        m = self._rx.search(data, lo, hi)
+        if not m:
+            return None
+        end = data.find(b"\n", m.end(), hi)
+        return data.rfind(b"\n", lo, m.start()) + 1 or lo, hi if end < 0 else end
+
     def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
         buf = data.obj if isinstance(data, memoryview) else data  # find/rfind need the owner
         n = len(data)
@@ -114,13 +140,108 @@ def _hyperscan_db(patterns: Sequence[str]) -> Any:
 class HyperscanScanner:
     name = "hyperscan"
 
-    def __init__(self, patterns: Sequence[str] = PATTERNS) -> None:
-        self._db = _hyperscan_db(patterns)
+    def __init__(
+        self,
+        patterns: Sequence[str] = PATTERNS,
+        side: Sequence[str] = (),
+        budgeted: Sequence[str] = (),
+    ) -> None:
+        # side patterns ride along in the same database (ids after the prefilter's):
+        # ``line_hits_side`` tells their lines apart, ``line_hits`` leaves them out.
+        # ``budgeted`` patterns (iteration lines) are in a second database with all the
+        # others, used by ``line_hits_budget``
+        self._db = _hyperscan_db([*patterns, *side])
+        self._db_all = _hyperscan_db([*patterns, *side, *budgeted]) if budgeted else None
+        self._n_main = len(patterns)
+        self._n_side = len(patterns) + len(side)
+        self.side = tuple(side)
+        self.budgeted = tuple(budgeted)
 
     def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
         return [(s, e) for s, e, _ in self.line_hits(data)]
 
+    def lines_upto(self, data: bytes, limit: int) -> tuple[list[tuple[int, int]], bool]:
+        """The candidate lines of ``data``, the scan stopped as soon as ``limit + 1`` were
+        found (a log made of candidate lines costs ``limit`` callbacks, not one per line);
+        the flag tells whether the list is complete (at most ``limit`` lines)."""
+        spans: list[tuple[int, int]] = []
+        append, find, rfind, n = spans.append, data.find, data.rfind, len(data)
+        line_end = -1
+
+        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+            nonlocal line_end
+            if end <= line_end:
+                return False  # another match on the line we already have
+            line_end = find(b"\n", end, n)
+            if line_end < 0:
+                line_end = n
+            append((rfind(b"\n", 0, end) + 1, line_end))
+            return len(spans) > limit  # one line more than the budget: stop, not complete
+
+        try:
+            self._db.scan(data, match_event_handler=on_match)
+        except _terminated():
+            return spans, False
+        return spans, len(spans) <= limit
+
+    def first_line(self, data: bytes, lo: int, hi: int) -> tuple[int, int] | None:
+        """The first candidate line of ``data[lo:hi]`` (``lo`` and ``hi`` at line starts);
+        the scan stops at the first match."""
+        got: list[int] = []
+
+        def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+            got.append(end)
+            return True
+
+        try:
+            self._db.scan(memoryview(data)[lo:hi], match_event_handler=on_match)
+        except _terminated():
+            pass
+        if not got:
+            return None
+        at = lo + got[0]
+        end = data.find(b"\n", at, hi)
+        return data.rfind(b"\n", lo, at) + 1 or lo, hi if end < 0 else end
+
     def line_hits(self, data: bytes | memoryview) -> list[Hit]:
+        return self.line_hits_side(data)[0]
+
+    def line_hits_budget(
+        self, data: bytes | memoryview, limit: int
+    ) -> tuple[list[Hit], list[tuple[int, int]], list[tuple[int, int]] | None]:
+        """One pass for the prefilter, the side patterns and the budgeted ones: the
+        candidate lines, the side lines, and the budgeted lines — or None when there are
+        more than ``limit`` of them (then the scan stops there and the chunk is scanned
+        again without the budgeted patterns: a log made of iteration lines pays ``limit``
+        callbacks and a short second pass, not one callback per line)."""
+        if self._db_all is None:
+            return (*self.line_hits_side(data), None)
+        buf = data.obj if isinstance(data, memoryview) else data
+        ends: list[tuple[int, int]] = []
+        append, find, n = ends.append, buf.find, len(data)
+        n_side = self._n_side
+        count, line_end = 0, -1
+
+        def on_match(id_: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+            nonlocal count, line_end
+            append((end, id_))
+            if id_ >= n_side and end > line_end:  # a budgeted pattern on a new line
+                line_end = find(b"\n", end, n)
+                if line_end < 0:
+                    line_end = n
+                count += 1
+                return count > limit
+            return False
+
+        try:
+            self._db_all.scan(data, match_event_handler=on_match)
+        except _terminated():
+            return (*self.line_hits_side(data), None)
+        return self._lines(buf, n, ends)
+
+    def line_hits_side(self, data: bytes | memoryview) -> tuple[list[Hit], list[tuple[int, int]]]:
+        """The prefilter's candidate lines and, from the same pass, the lines where one of
+        the side literals (``side=``) occurs — ``(start, end)`` each, in file order."""
         buf = data.obj if isinstance(data, memoryview) else data  # find/rfind need the owner
         ends: list[tuple[int, int]] = []
         append = ends.append
@@ -129,29 +250,57 @@ class HyperscanScanner:
             append((end, id_))
 
         self._db.scan(data, match_event_handler=on_match)
-        if not ends:
-            return []
-        ends.sort()
+        hits, side, _ = self._lines(buf, len(data), ends)
+        return hits, side
+
+    def _lines(
+        self, buf: Any, n: int, ends: list[tuple[int, int]]
+    ) -> tuple[list[Hit], list[tuple[int, int]], list[tuple[int, int]]]:
+        """Match ends → (candidate lines, side lines, budgeted lines)."""
         hits: list[Hit] = []
-        n = len(data)
+        side: list[tuple[int, int]] = []
+        budget: list[tuple[int, int]] = []
+        if not ends:
+            return hits, side, budget
+        ends.sort()
+        n_main, n_side = self._n_main, self._n_side
         last_end = -1
         start = 0
         ids: list[int] = []
+        main = in_side = in_budget = False
         for e, i in ends:
-            if e <= last_end:
+            if e > last_end:  # a new line
+                if main:
+                    hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
+                if in_side:
+                    side.append((start, last_end))
+                if in_budget:
+                    budget.append((start, last_end))
+                start = buf.rfind(b"\n", 0, e) + 1
+                end = buf.find(b"\n", e, n)
+                last_end = n if end < 0 else end
+                ids, main, in_side, in_budget = [], False, False, False
+            if i >= n_side:
+                in_budget = True
+            elif i >= n_main:
+                in_side = True
+            else:
+                main = True
                 if i >= _N_STRUCT:
-                    ids.append(i)  # another match on the line we already have
-                continue
-            if last_end >= 0:
-                hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
-            start = buf.rfind(b"\n", 0, e) + 1
-            end = buf.find(b"\n", e, n)
-            if end < 0:
-                end = n
-            ids = [i] if i >= _N_STRUCT else []
-            last_end = end
-        hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
-        return hits
+                    ids.append(i)  # a signature's pattern
+        if main:
+            hits.append((start, last_end, _sigs(ids) if ids else _NO_SIGS))
+        if in_side:
+            side.append((start, last_end))
+        if in_budget:
+            budget.append((start, last_end))
+        return hits, side, budget
+
+
+def _terminated() -> type[Exception]:
+    import hyperscan
+
+    return hyperscan.ScanTerminated
 
 
 _N_STRUCT = sum(1 for x in PATTERN_SIG if x is None)  # structural patterns come first
@@ -167,13 +316,22 @@ def get_scanner() -> ReScanner | HyperscanScanner:
             _SCANNER = ReScanner()
         else:
             try:
-                _SCANNER = HyperscanScanner()
+                _SCANNER = _with_side()
             except Exception:  # ImportError, CPU without SSSE3, compile failure
                 _SCANNER = ReScanner()
     return _SCANNER
 
 
+def _with_side() -> HyperscanScanner:
+    """The prefilter with the text parser's side literals (start-up banners, NCCL
+    transport; iteration lines within their budget) in the same database: one pass over
+    each chunk for all three."""
+    from .parsers.sidecar import banner_patterns, iteration_patterns
+
+    return HyperscanScanner(PATTERNS, side=banner_patterns(), budgeted=iteration_patterns())
+
+
 def set_scanner(name: str) -> None:
     """Force a scanner ("hyperscan" or "re"); used by tests and the benchmark."""
     global _SCANNER
-    _SCANNER = HyperscanScanner() if name == "hyperscan" else ReScanner()
+    _SCANNER = _with_side() if name == "hyperscan" else ReScanner()

@@ -172,6 +172,15 @@ def _cut_timeout(msg: str) -> bool:
     return i >= 0 and _TIMEOUT_MARK.startswith(msg[i:].rstrip())
 
 
+# the watchdog's failure wordings: (key of their regex in _RX, literal that names them),
+# built once rather than per line
+_WATCHDOG_MARKERS = (
+    ("failure", "failure detected by watchdog"),
+    ("exc_detected", "detected by watchdog at work"),
+    ("timeout_at", "Timeout at NCCL work"),
+)
+
+
 def _watchdog_timeouts(msg: str) -> tuple[Result, bool] | None:
     """Collective timeouts and the watchdog's failure reports (every wording)."""
     if _TIMEOUT_MARK not in msg and _cut_timeout(msg):
@@ -191,12 +200,7 @@ def _watchdog_timeouts(msg: str) -> tuple[Result, bool] | None:
         if "thread terminated with exception" in msg:
             f["via"] = "watchdog_exit"
         return ("watchdog_timeout", f), "seq" not in f
-    for key in ("failure", "exc_detected", "timeout_at"):
-        marker = {
-            "failure": "failure detected by watchdog",
-            "exc_detected": "detected by watchdog at work",
-            "timeout_at": "Timeout at NCCL work",
-        }[key]
+    for key, marker in _WATCHDOG_MARKERS:
         if marker in msg:
             m = _RX[key].search(msg)
             if not m:

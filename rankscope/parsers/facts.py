@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..envelope import find_time, peel
+from ..envelope import _GLOG, _OLD_GLOG, _iso_from_glog, find_time, peel
 from ..model import ParseResult, RankInfo
 
 _FRAMEWORK_HINTS = [
@@ -38,8 +38,13 @@ _RESUME = re.compile(
     r"successfully loaded checkpoint|Restoring states from the checkpoint|Restored all states from the checkpoint|"
     r"loaded checkpoint from .* at iteration [1-9]"
 )
+# "\bword" written as "word(?<!\wword)": the same matches, but the pattern starts with
+# literals, so the engine jumps to the places where one starts instead of trying every
+# position (the head and tail of every file go through it line by line)
 _STEP = re.compile(
-    r"\biteration\s+(?P<a>\d+)\s*/\s*\d+|\b(?:global_step|global step|step)[=: ]+(?P<b>\d+)\b"
+    r"iteration(?<!\witeration)\s+(?P<a>\d+)\s*/\s*\d+"
+    r"|(?:global_step(?<!\wglobal_step)|global step(?<!\wglobal step)|step(?<!\wstep))"
+    r"[=: ]+(?P<b>\d+)\b"
 )
 _YEAR = re.compile(r"(20\d\d)-\d\d-\d\d[ T_]\d\d:\d\d")
 
@@ -173,9 +178,58 @@ def _fast(text: str, result: ParseResult, where: str) -> None:
             result.rank_hosts[rank] = m.group("host")
 
 
+def _glog_only(raw: str, m: re.Match[str]) -> str:
+    """The message of a line that starts with a glog envelope (``m``) in a region without
+    ``[rankN]:``: what ``peel`` leaves — further glog envelopes stripped, nothing else."""
+    s = raw[m.end() :]
+    for _ in range(7):  # peel's bound: 8 envelopes in all
+        c = s[:1]
+        lvl = s[1:2] if c == "[" else c
+        if not lvl or lvl not in "IWEF":
+            break
+        m2 = _GLOG.match(s) or (_OLD_GLOG.match(s) if c == "[" else None)
+        if m2 is None:
+            break
+        s = s[m2.end() :]
+    return s
+
+
 def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> None:
+    # a line that starts with a glog envelope peels to that envelope alone (no [rankN]: in
+    # this region): its rank is the file's, its time the envelope's — no full peel; the
+    # times of such lines are made text only for the first and the last one, and their
+    # steps folded into the max/min at the end (what ``_step`` line by line comes to)
+    glog_ok = file_rank is not None
+    fri: RankInfo | None = None  # the file rank's, made at its first line as _rank_info does
+    last_glog: re.Match[str] | None = None
+    hi = lo = None
+    head = where == "head"
+    glog_match = _GLOG.match
+    step_search = _STEP.search
     for raw in text.splitlines():
         if not raw:
+            continue
+        c = raw[:1]
+        lvl = raw[1:2] if c == "[" else c
+        mg = glog_match(raw) if glog_ok and lvl and lvl in "IWEF" else None
+        if mg is not None:
+            if fri is None:
+                fri = _rank_info(result, file_rank)  # type: ignore[arg-type]
+            fri.lines_seen += 1
+            if head and fri.first_time is None:
+                fri.first_time = _iso_from_glog(mg.group("md"), mg.group("t"))
+            last_glog = mg
+            msg = _glog_only(raw, mg)
+            if " NCCL " in msg and file_rank not in result.rank_hosts:
+                mh = _NCCL_HOST.match(msg)
+                if mh:
+                    result.rank_hosts[file_rank] = mh.group("host")  # type: ignore[index]
+            if "step" in msg or "iteration" in msg:
+                ms = step_search(msg)
+                if ms:
+                    step = int(ms.group("a") or ms.group("b"))
+                    hi = step if hi is None or step > hi else hi
+                    lo = step if lo is None or step < lo else lo
             continue
         env = peel(raw)
         rank = env.rank if env.rank is not None else file_rank
@@ -187,6 +241,8 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
         ri.lines_seen += 1
         t = env.time or (find_time(env.message) if where == "tail" else None)
         if t:
+            if rank == file_rank:
+                last_glog = None  # a later time of the file rank than the pending glog one
             if where == "head" and ri.first_time is None:
                 ri.first_time = t
             ri.last_time = t
@@ -199,3 +255,13 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
             result.rank_hosts[rank] = h
         if "step" in env.message or "iteration" in env.message:
             _step(result, ri, env.message)
+    if fri is None:
+        return
+    if last_glog is not None:
+        fri.last_time = _iso_from_glog(last_glog.group("md"), last_glog.group("t"))
+    if hi is not None and lo is not None:
+        if fri.last_step is None or hi >= fri.last_step:
+            fri.last_step = hi
+        first = result.facts.get("first_step")
+        if first is None or lo < first:
+            result.facts["first_step"] = lo

@@ -1,8 +1,10 @@
 """Readers that see every chunk of a text log beside the prefilter-driven classification.
 
 They look for frequent lines the prefilter is built to skip (iteration lines, start-up
-banners) with one more multi-literal pass over the chunk (Hyperscan when the prefilter
-uses it, else Python ``re``), and write their own results at the end: ``result.metrics``
+banners). With Hyperscan their literals are in the prefilter's database as their own ids,
+so the text parser's one pass finds them (iteration lines only while they fit the read
+budget); otherwise one more multi-literal pass over the chunk (Hyperscan, or Python
+``re``) looks for them here. They write their own results at the end: ``result.metrics``
 (``iterations.py``) and ``result.facts["banners"]`` (``banners.py``). The text parser
 calls ``feed`` once per chunk and ``finish`` once per file.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+from itertools import pairwise
 from typing import Any
 
 import numpy as np
@@ -20,8 +23,6 @@ from ..scan import HyperscanScanner, ReScanner
 from . import banners, iterations
 from .banners import BannerReader
 from .iterations import IterationReader
-
-WINDOW = 16 << 10  # bytes scanned per sampled window once iteration lines are dense
 
 # NCCL's choice of inter-node transport, read with the banner pass (no extra scan):
 # (literal, regex, fact) — the first line of each fact in a file is kept
@@ -42,6 +43,19 @@ TRANSPORT: tuple[tuple[bytes, re.Pattern[str], str], ...] = (
 TRANSPORT_LITERALS = tuple(lit for lit, _, _ in TRANSPORT)
 _TRANSPORT_STR = tuple((lit.decode(), rx, fact) for lit, rx, fact in TRANSPORT)
 _SCANNERS: dict[str, ReScanner | HyperscanScanner] = {}
+
+
+def banner_patterns() -> list[str]:
+    """The banner reader's literals (start-up banners, NCCL transport) as patterns."""
+    return [re.escape(x.decode()) for x in banners.LITERALS + TRANSPORT_LITERALS]
+
+
+def iteration_patterns() -> list[str]:
+    """The iteration reader's literals as patterns."""
+    return [re.escape(x.decode()) for x in iterations.LITERALS]
+
+
+NOT_SCANNED: Any = object()  # feed(): the caller did not look for iteration lines
 
 
 def side_scanner(which: str) -> ReScanner | HyperscanScanner:
@@ -106,43 +120,72 @@ class SideReaders:
         self.iterations = IterationReader()
         self.banners = BannerReader()
         self.transport = TransportReader()
-        self.dense = False  # the last full scan found far more candidates than the budget
+        self.dense = False  # the last chunk had more iteration lines than the budget
 
-    def feed(self, chunk: Any, first_line: int) -> None:
-        """``chunk``: whole lines (bytes-like); its first line is number ``first_line + 1``."""
+    def iteration_limit(self, nbytes: int) -> int | None:
+        """How many iteration lines the next ``nbytes`` of log may have for all of them
+        to be read — or None when the last chunk had more (look for them here, by
+        sampling, rather than in the caller's full pass)."""
+        if self.dense:
+            return None
+        return int(self.iterations.allowance + nbytes / iterations.BYTES_PER_LINE)
+
+    def feed(
+        self,
+        chunk: Any,
+        first_line: int,
+        banner_spans: list[tuple[int, int]] | None = None,
+        iteration_spans: list[tuple[int, int]] | None = NOT_SCANNED,
+    ) -> None:
+        """``chunk``: whole lines (bytes-like); its first line is number ``first_line + 1``.
+        ``banner_spans``: the banner literals' lines when the prefilter's pass found them
+        (``banner_patterns`` in its database); else they are scanned for here.
+        ``iteration_spans``: likewise the iteration lines (``iteration_patterns``), all of
+        them within ``iteration_limit``, or None when there were more."""
         data = bytes(chunk)
         if isinstance(chunk, memoryview):
             chunk.release()
         # iteration lines can be every line: the budget picks which to read before any
         # per-line work (line numbers are counted only up to the picked ones)
         arr = np.frombuffer(data, dtype=np.uint8)
-        spans = self.iterations.pick(self._iteration_spans(data), len(data))
+        spans = self._iteration_spans(data, iteration_spans)
         self.iterations.take(_numbered(data, spans, first_line, arr))
-        banner_spans = side_scanner("banners").line_spans(data)
+        if banner_spans is None:
+            banner_spans = side_scanner("banners").line_spans(data)
         for raw, ln in _numbered(data, banner_spans, first_line, arr):
             text = raw.decode("utf-8", errors="replace").rstrip("\r")
             self.banners.take(text, ln)
             self.transport.take(text, ln)
 
-    def _iteration_spans(self, data: bytes) -> list[tuple[int, int]]:
-        """Candidate iteration lines of a chunk. Once a log has shown that nearly every
-        line is one (the budget keeps a small share), only as many small windows spread
-        over the chunk are scanned as the budget will keep — the scan's cost follows
-        what is read, not the log's size."""
+    def _iteration_spans(
+        self, data: bytes, found: list[tuple[int, int]] | None = NOT_SCANNED
+    ) -> list[tuple[int, int]]:
+        """The iteration lines of a chunk that the work budget lets us read. The scan stops
+        as soon as the chunk has shown more candidates than the budget allows; then the
+        chunk is cut into as many line-aligned segments as the budget keeps and the first
+        candidate of each is read (each segment's scan stops at its first match) — the
+        series stays evenly spaced and the scan's cost follows what is read, not the log's
+        size or how many of its lines are iteration lines."""
         scanner = side_scanner("iterations")
-        want = self.iterations.allowance + len(data) / iterations.BYTES_PER_LINE
-        if not self.dense or want >= 64:
-            spans = scanner.line_spans(data)
-            self.dense = len(spans) > 8 * max(1.0, want)
-            return spans
-        n, out = max(1, int(want)), []
-        for k in range(n):
-            lo = data.rfind(b"\n", 0, k * len(data) // n) + 1
-            hi = data.find(b"\n", min(len(data), lo + WINDOW))
-            hi = len(data) if hi < 0 else hi
-            got = scanner.line_spans(data[lo:hi])
-            if got:
-                out.append((lo + got[0][0], lo + got[0][1]))
+        reader = self.iterations
+        want = reader.allowance + len(data) / iterations.BYTES_PER_LINE
+        if found is NOT_SCANNED:
+            spans, complete = scanner.lines_upto(data, int(want))
+        else:  # the caller's pass: all of them, or None when over the budget
+            spans, complete = found or [], found is not None
+        self.dense = not complete
+        if complete:
+            return reader.pick(spans, len(data))  # all of them fit: pick keeps every one
+        reader.allowance = want
+        reader.sampled = True
+        n, size, out = max(1, int(want)), len(data), []
+        cuts = [data.rfind(b"\n", 0, k * size // n) + 1 for k in range(n)] + [size]
+        for lo, hi in pairwise(cuts):
+            if hi > lo:
+                got = scanner.first_line(data, lo, hi)
+                if got is not None:
+                    out.append(got)
+        reader.allowance -= len(out)
         return out
 
     def finish(self, result: ParseResult, file_rank: int | None) -> None:

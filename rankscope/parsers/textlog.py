@@ -27,7 +27,7 @@ from ..signatures import match as match_signature
 from . import Progress, register_parser
 from .classify import NCCL_HOST, classify
 from .facts import read_region
-from .sidecar import SideReaders
+from .sidecar import NOT_SCANNED, SideReaders
 
 CHUNK = 2 << 20
 HEAD = 24 << 10
@@ -203,9 +203,12 @@ class _Summary:
 
 def _is_slurm_job(h: Head) -> bool:
     """scontrol/sacct text, or the controller epilog's JSON record."""
-    return bool(re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", h.text[:4000], re.M)) or (
-        h.base.startswith("slurm-job-") and h.text.lstrip().startswith("{")
-    )
+    start = h.text[:4000]
+    # the literals first: the regex alone tries every position (~1 ms a file)
+    return bool(
+        ("JobId=" in start or "JobState=" in start or "JobID|" in start)
+        and re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", start, re.M)
+    ) or (h.base.startswith("slurm-job-") and h.text.lstrip().startswith("{"))
 
 
 def _is_kernel_log(h: Head) -> bool:
@@ -279,11 +282,21 @@ class TextLogParser:
                         )
                 if len(head) < HEAD:
                     head += view[: min(cut, HEAD - len(head))]
-                sidecar.feed(view[:cut], line_no)
+                # banners, and iteration lines within their budget, found by the same pass
+                limit = sidecar.iteration_limit(cut) if getattr(scanner, "budgeted", ()) else None
+                it_spans = NOT_SCANNED
+                if limit is not None:
+                    hits, banner_spans, it_spans = scanner.line_hits_budget(view[:cut], limit)  # type: ignore[union-attr]
+                elif getattr(scanner, "side", None):
+                    hits, banner_spans = scanner.line_hits_side(view[:cut])  # type: ignore[union-attr]
+                else:
+                    hits, banner_spans = scanner.line_hits(view[:cut]), None
+                sidecar.feed(view[:cut], line_no, banner_spans, it_spans)
                 line_no = self._block(
                     buf,
                     view,
                     cut,
+                    hits,
                     line_no,
                     offset,
                     result,
@@ -291,7 +304,6 @@ class TextLogParser:
                     summary,
                     file_rank,
                     file_host,
-                    scanner,
                 )
                 if final and not buf.endswith(b"\n", 0, cut):
                     line_no += 1
@@ -333,6 +345,7 @@ class TextLogParser:
         buf: bytearray,
         view: memoryview,
         cut: int,
+        hits: list[Any],
         line_no: int,
         offset: int,
         result: ParseResult,
@@ -340,10 +353,9 @@ class TextLogParser:
         summary: _Summary,
         file_rank: int | None,
         file_host: str | None,
-        scanner: object,
     ) -> int:
-        """Scan ``buf[:cut]`` (whole lines); return the line count after it."""
-        hits = scanner.line_hits(view[:cut])  # type: ignore[attr-defined]
+        """Read the prefilter's ``hits`` in ``buf[:cut]`` (whole lines); return the line
+        count after it."""
         # newlines counted once, between consecutive points of interest (candidate lines and
         # the sparse index marks), with numpy's SIMD compare (~3x bytes.count)
         arr = np.frombuffer(view[:cut], dtype=np.uint8)
