@@ -19,7 +19,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..detect import Head, Recognizer, host_from_name, rank_from_name
-from ..envelope import find_time, iso_from_text, peel
+from ..envelope import Envelope, find_time, iso_from_text, peel
 from ..model import MAX_EVENT_TEXT, MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
 from ..scan import get_scanner
 from ..signatures import Signature
@@ -254,17 +254,7 @@ class TextLogParser:
         try:
             while not final:
                 room = min(CHUNK, len(buf) - have)
-                n = 0
-                while n < room:  # fill the chunk: short reads (the prepended head) add up
-                    if readinto is not None:
-                        k = readinto(view[have + n : have + room]) or 0
-                    else:
-                        data = stream.read(room - n) or b""
-                        k = len(data)
-                        buf[have + n : have + n + k] = data
-                    if k == 0:
-                        break
-                    n += k
+                n = _fill(stream, readinto, buf, view, have, room)
                 have += n
                 final = n < room
                 if have == 0:
@@ -282,16 +272,7 @@ class TextLogParser:
                         )
                 if len(head) < HEAD:
                     head += view[: min(cut, HEAD - len(head))]
-                # banners, and iteration lines within their budget, found by the same pass
-                limit = sidecar.iteration_limit(cut) if getattr(scanner, "budgeted", ()) else None
-                it_spans = NOT_SCANNED
-                if limit is not None:
-                    hits, banner_spans, it_spans = scanner.line_hits_budget(view[:cut], limit)  # type: ignore[union-attr]
-                elif getattr(scanner, "side", None):
-                    hits, banner_spans = scanner.line_hits_side(view[:cut])  # type: ignore[union-attr]
-                else:
-                    hits, banner_spans = scanner.line_hits(view[:cut]), None
-                sidecar.feed(view[:cut], line_no, banner_spans, it_spans)
+                hits = _scan_chunk(scanner, sidecar, view, cut, line_no)
                 line_no = self._block(
                     buf,
                     view,
@@ -323,20 +304,8 @@ class TextLogParser:
                 pass
         summary.flush()
         collector.finish()
-        result.lines = line_no
-        result.bytes = offset
-        if result.line_index and result.line_index[-1][1] >= offset:
-            result.line_index.pop()
-        result.line_index.insert(0, (1, 0))
-        head_text = bytes(head).decode("utf-8", errors="replace")
-        read_region(head_text, result, file_rank, where="head")
-        if offset > HEAD:
-            # the part of the tail not already read as head; drop its first partial line
-            t = tail[-(offset - HEAD) :] if offset - HEAD < len(tail) else tail
-            nl = t.find(b"\n")
-            read_region(
-                t[nl + 1 :].decode("utf-8", errors="replace"), result, file_rank, where="tail"
-            )
+        _close_index(result, line_no, offset)
+        _read_head_tail(bytes(head), tail, offset, result, file_rank)
         self._finish(result, file_rank, file_host)
         sidecar.finish(result, file_rank)
 
@@ -399,17 +368,11 @@ class TextLogParser:
         file_host: str | None,
         sigs: tuple[Signature, ...] = (),
     ) -> int:
+        """Read one candidate line (and the lines terminal wrapping split it into) as an
+        event; return where reading stopped."""
         raw = block[s:e].decode("utf-8", errors="replace").rstrip("\r")
         env = peel(raw)
-        (res, needs_more) = classify(env.message)
-        if sigs and (res is None or res[0] in GENERIC_KINDS) and not _is_code(env.message):
-            hit = match_signature(env.message, list(sigs)) or match_signature(raw, list(sigs))
-            if hit is not None:
-                # the structural reading keeps its kind and fields (other analyzers read
-                # them); the signature decides what the line means
-                sig, sf = hit
-                kind0, f0 = res if res is not None else ("signature", {})
-                res, needs_more = (kind0, {**sf, **f0, "sig": sig.id}), False
+        res, needs_more = _classify_line(raw, env, sigs)
         used_end = e
         cont_line = None
         if res is not None and res[0] in _NCCL_WRAPPED and _bare(env):
@@ -419,24 +382,9 @@ class TextLogParser:
                 raw, env, res = back
                 line -= 1
         if needs_more:
-            # terminal wrapping: join up to two following lines, peeled, and retry
-            msg = env.message
-            nxt_start = e + 1
-            for extra in range(1, 3):
-                nxt_end = block.find(b"\n", nxt_start, limit)
-                if nxt_end < 0 or nxt_start >= limit:
-                    break
-                nraw = block[nxt_start:nxt_end].decode("utf-8", errors="replace").rstrip("\r")
-                nmsg = peel(nraw).message
-                for joiner in ("", " "):
-                    r2, more2 = classify(msg + joiner + nmsg)
-                    if r2 is not None and not more2:
-                        res, needs_more, used_end, cont_line = r2, False, nxt_end, line + extra
-                        break
-                if not needs_more:
-                    break
-                msg = msg + nmsg
-                nxt_start = nxt_end + 1
+            joined = _join_forward(block, e, limit, env.message, line)
+            if joined is not None:
+                res, used_end, cont_line = joined
         if res is None:
             return e
         kind, fields = res
@@ -449,41 +397,8 @@ class TextLogParser:
             return used_end
         if cont_line:
             fields["continued_on_line"] = cont_line
-        rank = env.rank if env.rank is not None else file_rank
-        if rank is None and "sig" in fields and str(fields.get("rank", "")).isdigit():
-            rank = int(fields["rank"])  # the message names its rank ("Rank 11: …")
-            fields["rank_from"] = "message"
-        if env.local_rank is not None:
-            fields["local_rank"] = env.local_rank
-        if rank is None and env.task is not None:
-            rank = env.task
-            fields["rank_from"] = "srun_label"
-        if (
-            rank is None
-            and kind in _NCCL_KINDS
-            and fields.get("work_rank") is not None
-            and fields.get("pg") in (None, "0")
-        ):
-            # old logs without [rankN]: — the WorkNCCL rank of the default group is the global rank
-            rank = fields["work_rank"]
-            fields["rank_from"] = "work_prefix"
-        host = env.host or fields.get("nccl_host") or fields.get("host")
-        if host is None and ":" in env.message:
-            # NCCL's "host:pid:tid [dev]" banner (NCCL 2.1-2.3 print WARN without "NCCL")
-            mh = NCCL_HOST.match(env.message)
-            if mh:
-                host = mh.group("host")
-        t = env.time
-        if t is None and kind in (
-            "slurm_time_limit",
-            "slurm_preempted",
-            "node_fail",
-            "slurm_cancelled",
-        ):
-            t = iso_from_text(fields.get("at", "")) if fields.get("at") else None
-        if t is None:
-            t = find_time(raw)
-        level = env.level
+        rank = _rank_of(env, kind, fields, file_rank)
+        host = _host_of(env, fields)
         collector.add(
             Event(
                 kind=kind,
@@ -491,8 +406,8 @@ class TextLogParser:
                 text=text,
                 rank=rank,
                 host=host,
-                time=t,
-                level=level,
+                time=_time_of(env, kind, fields, raw),
+                level=env.level,
                 fields=fields,
                 file=result.name,
             )
@@ -533,3 +448,150 @@ class TextLogParser:
 
 
 register_parser(TextLogParser())
+
+
+# --- the steps of a file ----------------------------------------------------------------
+
+
+def _fill(
+    stream: BinaryIO, readinto: Any, buf: bytearray, view: memoryview, have: int, room: int
+) -> int:
+    """Read up to ``room`` bytes into ``buf`` after its first ``have``; short reads (the
+    prepended head of a detected stream) add up. Returns the bytes read."""
+    n = 0
+    while n < room:
+        if readinto is not None:
+            k = readinto(view[have + n : have + room]) or 0
+        else:
+            data = stream.read(room - n) or b""
+            k = len(data)
+            buf[have + n : have + n + k] = data
+        if k == 0:
+            break
+        n += k
+    return n
+
+
+def _scan_chunk(
+    scanner: Any, sidecar: SideReaders, view: memoryview, cut: int, line_no: int
+) -> list[Any]:
+    """The prefilter's hits in ``view[:cut]``; the same pass finds the banners, and the
+    iteration lines within their budget, for the side readers."""
+    limit = sidecar.iteration_limit(cut) if getattr(scanner, "budgeted", ()) else None
+    it_spans = NOT_SCANNED
+    if limit is not None:
+        hits, banner_spans, it_spans = scanner.line_hits_budget(view[:cut], limit)
+    elif getattr(scanner, "side", None):
+        hits, banner_spans = scanner.line_hits_side(view[:cut])
+    else:
+        hits, banner_spans = scanner.line_hits(view[:cut]), None
+    sidecar.feed(view[:cut], line_no, banner_spans, it_spans)
+    return hits
+
+
+def _close_index(result: ParseResult, lines: int, size: int) -> None:
+    """The file's size and its sparse line index, which starts at line 1, byte 0."""
+    result.lines = lines
+    result.bytes = size
+    if result.line_index and result.line_index[-1][1] >= size:
+        result.line_index.pop()
+    result.line_index.insert(0, (1, 0))
+
+
+def _read_head_tail(
+    head: bytes, tail: bytes, size: int, result: ParseResult, file_rank: int | None
+) -> None:
+    """Facts of the file's first and last lines (``facts.read_region``)."""
+    read_region(head.decode("utf-8", errors="replace"), result, file_rank, where="head")
+    if size > HEAD:
+        # the part of the tail not already read as head; drop its first partial line
+        t = tail[-(size - HEAD) :] if size - HEAD < len(tail) else tail
+        nl = t.find(b"\n")
+        read_region(t[nl + 1 :].decode("utf-8", errors="replace"), result, file_rank, where="tail")
+
+
+# --- one candidate line, step by step ---------------------------------------------------
+
+
+def _classify_line(
+    raw: str, env: Envelope, sigs: tuple[Signature, ...]
+) -> tuple[tuple[str, dict[str, Any]] | None, bool]:
+    """The structural reading of the line, refined by a catalogue signature the prefilter
+    found on it; and whether the message needs the next lines (terminal wrapping)."""
+    res, needs_more = classify(env.message)
+    if sigs and (res is None or res[0] in GENERIC_KINDS) and not _is_code(env.message):
+        hit = match_signature(env.message, list(sigs)) or match_signature(raw, list(sigs))
+        if hit is not None:
+            # the structural reading keeps its kind and fields (other analyzers read
+            # them); the signature decides what the line means
+            sig, sf = hit
+            kind0, f0 = res if res is not None else ("signature", {})
+            return (kind0, {**sf, **f0, "sig": sig.id}), False
+    return res, needs_more
+
+
+def _join_forward(
+    block: bytearray, e: int, limit: int, msg: str, line: int
+) -> tuple[tuple[str, dict[str, Any]], int, int] | None:
+    """Terminal wrapping: join up to two following lines, peeled, and classify again;
+    (reading, end of the last line used, its line number) or None."""
+    nxt_start = e + 1
+    for extra in range(1, 3):
+        nxt_end = block.find(b"\n", nxt_start, limit)
+        if nxt_end < 0 or nxt_start >= limit:
+            return None
+        nraw = block[nxt_start:nxt_end].decode("utf-8", errors="replace").rstrip("\r")
+        nmsg = peel(nraw).message
+        for joiner in ("", " "):
+            r2, more2 = classify(msg + joiner + nmsg)
+            if r2 is not None and not more2:
+                return r2, nxt_end, line + extra
+        msg = msg + nmsg
+        nxt_start = nxt_end + 1
+    return None
+
+
+def _rank_of(env: Envelope, kind: str, fields: dict[str, Any], file_rank: int | None) -> int | None:
+    """The line's rank: its prefix, else the file's, else what the message itself names
+    (noted in ``fields["rank_from"]``)."""
+    rank = env.rank if env.rank is not None else file_rank
+    if rank is None and "sig" in fields and str(fields.get("rank", "")).isdigit():
+        rank = int(fields["rank"])  # the message names its rank ("Rank 11: …")
+        fields["rank_from"] = "message"
+    if env.local_rank is not None:
+        fields["local_rank"] = env.local_rank
+    if rank is None and env.task is not None:
+        rank = env.task
+        fields["rank_from"] = "srun_label"
+    if (
+        rank is None
+        and kind in _NCCL_KINDS
+        and fields.get("work_rank") is not None
+        and fields.get("pg") in (None, "0")
+    ):
+        # old logs without [rankN]: — the WorkNCCL rank of the default group is the global rank
+        rank = fields["work_rank"]
+        fields["rank_from"] = "work_prefix"
+    return rank
+
+
+def _host_of(env: Envelope, fields: dict[str, Any]) -> str | None:
+    host = env.host or fields.get("nccl_host") or fields.get("host")
+    if host is None and ":" in env.message:
+        # NCCL's "host:pid:tid [dev]" banner (NCCL 2.1-2.3 print WARN without "NCCL")
+        mh = NCCL_HOST.match(env.message)
+        if mh:
+            host = mh.group("host")
+    return host
+
+
+_SCHEDULER_STAMPED = ("slurm_time_limit", "slurm_preempted", "node_fail", "slurm_cancelled")
+
+
+def _time_of(env: Envelope, kind: str, fields: dict[str, Any], raw: str) -> str | None:
+    """The line's time: its envelope's stamp, the scheduler's own "AT …", or any stamp in
+    the text."""
+    t = env.time
+    if t is None and kind in _SCHEDULER_STAMPED and fields.get("at"):
+        t = iso_from_text(fields["at"])
+    return t if t is not None else find_time(raw)
