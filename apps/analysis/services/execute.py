@@ -116,7 +116,7 @@ def _failed_input(artifact: Any, reason: str) -> dict[str, Any]:
 
 
 def _analyzer_errors(doc: dict[str, Any]) -> list[str]:
-    analysis = doc.get("analysis") or {}
+    analysis = read_document(doc).analysis
     errors = [
         f"{a.get('name')}: {a['status'][len('error: ') :]}"
         for a in analysis.get("analyzers") or []
@@ -169,7 +169,7 @@ def analysis_execute(*, run_id: int, task_id: str) -> AnalysisRun | None:
         timings["analyze_seconds"] = round(time.perf_counter() - t1, 3)
         doc.setdefault("artifacts", []).extend(inputs.failed)
         timings["analyzers"] = {
-            a["name"]: a.get("seconds") for a in (doc.get("analysis") or {}).get("analyzers", [])
+            a["name"]: a.get("seconds") for a in read_document(doc).analysis.get("analyzers", [])
         }
         errors = _analyzer_errors(doc)
         error = ""
