@@ -53,14 +53,36 @@ def write_job(
     node_of = {r: hosts[r // per_host] for r in range(world)}
     onset = int(steps * rnd.uniform(0.4, 0.6))
     truth: dict[str, Any] = {"scenario": scenario, "world": world, "onset_step": onset}
+    slow, bad = _fault(truth, rnd, scenario, hosts, node_of, missing)
+    records, step_times = _simulate(
+        truth, rnd, scenario, hosts, per_host, node_of, missing, steps, onset, slow, bad
+    )
+    if scenario != "iterlog":
+        _write_metrics(out, records, layout, steps, per_host)
+    if scenario == "network":
+        _topology(out, hosts, slow)
+    _log(out, hosts, per_host, node_of, missing, step_times, scenario)
+    return truth
+
+
+def _fault(
+    truth: dict[str, Any],
+    rnd: random.Random,
+    scenario: str,
+    hosts: list[str],
+    node_of: dict[int, str],
+    missing: tuple[int, ...],
+) -> tuple[list[str], int | None]:
+    """Pick the scenario's slow hosts or bad rank and record them in ``truth``."""
     slow: list[str] = []
     bad: int | None = None
+    hosts_n = len(hosts)
     if scenario == "network":
         i = rnd.randrange(0, hosts_n - 1, 2) if hosts_n > 2 else 0
         slow = hosts[i : i + 2]
         truth.update(category="NETWORK", shape="slow", hosts=slow, switch="leaf-x")
     elif scenario in ("thermal", "data"):
-        bad = rnd.choice([r for r in range(world) if r not in missing and r != 0])
+        bad = rnd.choice([r for r in range(len(node_of)) if r not in missing and r != 0])
         truth.update(
             category="HARDWARE" if scenario == "thermal" else "DATA",
             shape="slow",
@@ -69,20 +91,30 @@ def write_job(
         )
     elif scenario == "iterlog":
         truth.update(category="UNKNOWN", shape="slow", hosts=[], ranks=[])
+    return slow, bad
+
+
+def _simulate(
+    truth: dict[str, Any],
+    rnd: random.Random,
+    scenario: str,
+    hosts: list[str],
+    per_host: int,
+    node_of: dict[int, str],
+    missing: tuple[int, ...],
+    steps: int,
+    onset: int,
+    slow: list[str],
+    bad: int | None,
+) -> tuple[dict[int, list[dict[str, Any]]], list[float]]:
+    """Run the timing model step by step: every reporting rank's records and the step times."""
+    world = len(node_of)
     records: dict[int, list[dict[str, Any]]] = {r: [] for r in range(world) if r not in missing}
     wall = START
     step_times = []
     for s in range(1, steps + 1):
         ramp = min(1.0, max(0.0, (s - onset) / 12)) if s >= onset else 0.0
-        comp = {}
-        for r in range(world):
-            c = 1.40 * rnd.uniform(0.98, 1.02)
-            d = 0.012 * rnd.uniform(0.7, 1.3)
-            if r == bad and scenario == "thermal":
-                c *= 1 + 0.7 * ramp
-            if r == bad and scenario == "data":
-                d += 1.6 * ramp
-            comp[r] = (c, d)
+        comp = _own_times(rnd, world, scenario, bad, ramp)
         worst = max(c + d for c, d in comp.values())
         link = {
             h: 0.30 * rnd.uniform(0.97, 1.03) * (2.6 if h in slow and s >= onset else 1.0)
@@ -94,53 +126,89 @@ def write_job(
         step_times.append(st)
         wall += timedelta(seconds=st)
         for r in records:
-            c, d = comp[r]
-            temp = (
-                58
-                + rnd.uniform(-1.5, 1.5)
-                + (31 * ramp if r == bad and scenario == "thermal" else 0)
-            )
-            clock = (
-                1755
-                + rnd.uniform(-10, 10)
-                - (650 * ramp if r == bad and scenario == "thermal" else 0)
-            )
-            records[r].append(
-                {
-                    "iteration": s,
-                    "global_rank": r,
-                    "node": node_of[r],
-                    "local_rank": r % per_host,
-                    "ts": wall.isoformat(timespec="milliseconds"),
-                    "fwd_bwd_ms": round(c * 1000, 2),
-                    "allreduce_ms": round((link[node_of[r]] + worst - (c + d)) * 1000, 2),
-                    "dataloader_ms": round(d * 1000, 2),
-                    "gpu_temp_c": round(temp, 1),
-                    "sm_clock_mhz": round(clock),
-                    "loss": round(2.9 - 0.8 * s / steps + rnd.uniform(-0.01, 0.01), 4),
-                }
-            )
+            hot = r == bad and scenario == "thermal"
+            rec = _record(rnd, s, r, node_of[r], per_host, wall, comp[r], link, worst, ramp, hot)
+            rec["loss"] = round(2.9 - 0.8 * s / steps + rnd.uniform(-0.01, 0.01), 4)
+            records[r].append(rec)
         if s == onset:
             truth["onset_time_utc"] = wall.astimezone(UTC_).strftime("%Y-%m-%dT%H:%M")
-    if scenario != "iterlog":
-        if layout == "jsonl":
-            d = out / "metrics"
-            d.mkdir(exist_ok=True)
-            for r, rs in records.items():
-                with open(d / f"rank_{r:05d}.jsonl", "w") as f:
-                    f.write(json.dumps({"event": "run_start", "config": {"lr": 2e-4}}) + "\n")
-                    for rec in rs:
-                        f.write(json.dumps(rec) + "\n")
-        else:
-            _parquet_wide(out / "step_metrics.parquet", records, steps)
-            _nvidia_smi_loops(out, records, per_host)
-    if scenario == "network":
-        lines = ["hostname,leaf"]
-        for h in hosts:
-            lines.append(f"{h},{'leaf-x' if h in slow else 'leaf-' + str(hosts.index(h) // 2)}")
-        (out / "topology.csv").write_text("\n".join(lines) + "\n")
-    _log(out, hosts, per_host, node_of, missing, step_times, scenario)
-    return truth
+    return records, step_times
+
+
+def _own_times(
+    rnd: random.Random, world: int, scenario: str, bad: int | None, ramp: float
+) -> dict[int, tuple[float, float]]:
+    """One step's compute and data wait of every rank (the bad rank's grow with the ramp)."""
+    comp = {}
+    for r in range(world):
+        c = 1.40 * rnd.uniform(0.98, 1.02)
+        d = 0.012 * rnd.uniform(0.7, 1.3)
+        if r == bad and scenario == "thermal":
+            c *= 1 + 0.7 * ramp
+        if r == bad and scenario == "data":
+            d += 1.6 * ramp
+        comp[r] = (c, d)
+    return comp
+
+
+def _record(
+    rnd: random.Random,
+    s: int,
+    r: int,
+    node: str,
+    per_host: int,
+    wall: datetime,
+    own: tuple[float, float],
+    link: dict[str, float],
+    worst: float,
+    ramp: float,
+    hot: bool,
+) -> dict[str, Any]:
+    """One rank's metrics row for step ``s`` (without ``loss``, drawn after it)."""
+    c, d = own
+    temp = 58 + rnd.uniform(-1.5, 1.5) + (31 * ramp if hot else 0)
+    clock = 1755 + rnd.uniform(-10, 10) - (650 * ramp if hot else 0)
+    return {
+        "iteration": s,
+        "global_rank": r,
+        "node": node,
+        "local_rank": r % per_host,
+        "ts": wall.isoformat(timespec="milliseconds"),
+        "fwd_bwd_ms": round(c * 1000, 2),
+        "allreduce_ms": round((link[node] + worst - (c + d)) * 1000, 2),
+        "dataloader_ms": round(d * 1000, 2),
+        "gpu_temp_c": round(temp, 1),
+        "sm_clock_mhz": round(clock),
+    }
+
+
+def _write_metrics(
+    out: Path,
+    records: dict[int, list[dict[str, Any]]],
+    layout: str,
+    steps: int,
+    per_host: int,
+) -> None:
+    """The per-step metrics in the chosen layout (and, with Parquet, the nvidia-smi loops)."""
+    if layout == "jsonl":
+        d = out / "metrics"
+        d.mkdir(exist_ok=True)
+        for r, rs in records.items():
+            with open(d / f"rank_{r:05d}.jsonl", "w") as f:
+                f.write(json.dumps({"event": "run_start", "config": {"lr": 2e-4}}) + "\n")
+                for rec in rs:
+                    f.write(json.dumps(rec) + "\n")
+    else:
+        _parquet_wide(out / "step_metrics.parquet", records, steps)
+        _nvidia_smi_loops(out, records, per_host)
+
+
+def _topology(out: Path, hosts: list[str], slow: list[str]) -> None:
+    """``topology.csv``: the slow hosts alone on ``leaf-x``, the others two to a leaf."""
+    lines = ["hostname,leaf"]
+    for h in hosts:
+        lines.append(f"{h},{'leaf-x' if h in slow else 'leaf-' + str(hosts.index(h) // 2)}")
+    (out / "topology.csv").write_text("\n".join(lines) + "\n")
 
 
 UTC_ = UTC
