@@ -55,10 +55,32 @@ def write_job(
     onset = rnd.randint(steps // 3, steps // 2)
     host_of = {r: hosts[r // gpus] for r in range(world)}
     truth: dict[str, Any] = {"scenario": scenario, "world": world, "onset_step": onset}
+    slow_hosts, culprit = _fault(truth, rnd, scenario, hosts, gpus, host_of, missing)
+    alive = [r for r in range(world) if r not in missing]
+    rows, temps = _simulate(
+        rnd, scenario, gpus, steps, onset, factor, host_of, alive, slow_hosts, culprit
+    )
+    _write_wandb(out, rows)
+    _write_dcgm(out, temps)
+    _logs(out, scenario, hosts, gpus, alive, host_of, culprit, truth, rnd, steps, onset)
+    return truth
+
+
+def _fault(
+    truth: dict[str, Any],
+    rnd: random.Random,
+    scenario: str,
+    hosts: list[str],
+    gpus: int,
+    host_of: dict[int, str],
+    missing: tuple[int, ...],
+) -> tuple[list[str], int | None]:
+    """Pick the scenario's slow hosts, culprit rank or odd host and record them in ``truth``."""
     slow_hosts: list[str] = []
     culprit: int | None = None
+    world = len(host_of)
     if scenario == "network":
-        a = rnd.randrange(nodes - 1)
+        a = rnd.randrange(len(hosts) - 1)
         slow_hosts = [hosts[a], hosts[a + 1]]
         truth.update(category="NETWORK", shape="slow", hosts=slow_hosts, ranks=None)
     elif scenario in ("thermal", "data", "mismatch"):
@@ -77,12 +99,29 @@ def write_job(
             odd_version_ranks=[r for r in range(world) if host_of[r] == odd_host],
             odd_host=odd_host,
         )
-    alive = [r for r in range(world) if r not in missing]
+    return slow_hosts, culprit
 
-    # per step, per rank
+
+Samples = dict[tuple[str, int], list[tuple[int, float, float, float]]]
+
+
+def _simulate(
+    rnd: random.Random,
+    scenario: str,
+    gpus: int,
+    steps: int,
+    onset: int,
+    factor: float,
+    host_of: dict[int, str],
+    alive: list[int],
+    slow_hosts: list[str],
+    culprit: int | None,
+) -> tuple[dict[int, list[dict[str, Any]]], Samples]:
+    """Run the timing model: every live rank's W&B rows and, every other step, its GPU samples."""
+    world = len(host_of)
     fb = {r: 0.82 * rnd.uniform(0.98, 1.02) for r in range(world)}
     rows: dict[int, list[dict[str, Any]]] = {r: [] for r in alive}
-    temps: dict[tuple[str, int], list[tuple[int, float, float, float]]] = {}
+    temps: Samples = {}
     t = float(T0)
     for s in range(1, steps + 1):
         heat = 0.0
@@ -90,13 +129,7 @@ def write_job(
             heat = min(1.0, (s - onset) / 20)
         own, link = {}, {}
         for r in range(world):
-            comp = fb[r] * rnd.uniform(0.985, 1.015)
-            wait = 0.004 * rnd.uniform(0.5, 1.5)
-            if r == culprit and scenario == "thermal":
-                comp *= 1 + 0.55 * heat
-            if r == culprit and scenario == "data" and s >= onset:
-                wait += 0.9 * min(1.0, (s - onset + 1) / 5)
-            own[r] = (comp, wait)
+            own[r] = _own_time(rnd, fb[r], s, onset, heat, scenario, r == culprit)
             base = 0.21 * rnd.uniform(0.97, 1.03)
             link[r] = base * (factor if host_of[r] in slow_hosts and s >= onset else 1.0)
         slowest = max(c + w for c, w in own.values())
@@ -118,15 +151,51 @@ def write_job(
                 }
             )
         if s % 2 == 0:
-            for r in alive:
-                hot = r == culprit and scenario == "thermal"
-                temp = 63 + rnd.uniform(-2, 2) + (26 * heat if hot else 0)
-                clock = 1980 - (720 * heat if hot else 0) + rnd.uniform(-15, 15)
-                power = 640 + rnd.uniform(-25, 25)
-                temps.setdefault((host_of[r], r % gpus), []).append(
-                    (int(t * 1000), temp, clock, power)
-                )
+            _sample_gpus(temps, rnd, t, heat, scenario, gpus, host_of, alive, culprit)
+    return rows, temps
 
+
+def _own_time(
+    rnd: random.Random,
+    fb: float,
+    s: int,
+    onset: int,
+    heat: float,
+    scenario: str,
+    is_culprit: bool,
+) -> tuple[float, float]:
+    """One rank's compute and batch wait at step ``s`` (the culprit's grow after the onset)."""
+    comp = fb * rnd.uniform(0.985, 1.015)
+    wait = 0.004 * rnd.uniform(0.5, 1.5)
+    if is_culprit and scenario == "thermal":
+        comp *= 1 + 0.55 * heat
+    if is_culprit and scenario == "data" and s >= onset:
+        wait += 0.9 * min(1.0, (s - onset + 1) / 5)
+    return comp, wait
+
+
+def _sample_gpus(
+    temps: Samples,
+    rnd: random.Random,
+    t: float,
+    heat: float,
+    scenario: str,
+    gpus: int,
+    host_of: dict[int, str],
+    alive: list[int],
+    culprit: int | None,
+) -> None:
+    """One DCGM sample (temperature, SM clock, power) of every live rank's GPU at time ``t``."""
+    for r in alive:
+        hot = r == culprit and scenario == "thermal"
+        temp = 63 + rnd.uniform(-2, 2) + (26 * heat if hot else 0)
+        clock = 1980 - (720 * heat if hot else 0) + rnd.uniform(-15, 15)
+        power = 640 + rnd.uniform(-25, 25)
+        temps.setdefault((host_of[r], r % gpus), []).append((int(t * 1000), temp, clock, power))
+
+
+def _write_wandb(out: Path, rows: dict[int, list[dict[str, Any]]]) -> None:
+    """One W&B CSV export per live rank under ``wandb/``."""
     wandb = out / "wandb"
     wandb.mkdir(exist_ok=True)
     cols = list(next(iter(rows.values()))[0])
@@ -135,6 +204,10 @@ def write_job(
             w = csv.DictWriter(f, fieldnames=cols)
             w.writeheader()
             w.writerows(rs)
+
+
+def _write_dcgm(out: Path, temps: Samples) -> None:
+    """``dcgm.csv``: the GPU samples as a Prometheus long-format export."""
     with open(out / "dcgm.csv", "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["timestamp", "Hostname", "gpu", "modelName", "__name__", "value"])
@@ -147,8 +220,6 @@ def write_job(
                 w.writerow(
                     [ts, h, g, "NVIDIA H100 80GB HBM3", "DCGM_FI_DEV_POWER_USAGE", round(power, 3)]
                 )
-    _logs(out, scenario, hosts, gpus, alive, host_of, culprit, truth, rnd, steps, onset)
-    return truth
 
 
 def _stamp(epoch: float) -> str:
