@@ -27,7 +27,7 @@ import json
 import pickle
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 DEFAULT_NUMEL = 1_571_911
 
@@ -99,6 +99,23 @@ def _entry(
     return e
 
 
+Group = tuple[str, str, list[int]]
+
+
+class _Fault(NamedTuple):
+    """The injected fault: whether there is one, at which default-group seq, and which rank."""
+
+    faulty: bool
+    seq: int
+    missing_rank: int | None
+    size_rank: int | None
+    dtype_rank: int | None
+    type_rank: int | None
+
+
+_T0 = 1_760_000_000_000_000_000
+
+
 def write_dumps(
     out: str | Path,
     *,
@@ -131,109 +148,20 @@ def write_dumps(
     faulty = missing_rank is not None or any(
         x is not None for x in (size_rank, dtype_rank, type_rank)
     )
-    t0 = 1_760_000_000_000_000_000
+    fault = _Fault(faulty, fault_seq, missing_rank, size_rank, dtype_rank, type_rank)
     files = []
     for r in range(ranks):
         if r in no_dump:
             continue
-        tp_ranks = _pg_ranks(r, tp)
-        tp_name = str(1 + r // tp)
-        groups = {
-            0: ("0", "default_pg", list(range(ranks))),
-            1: (tp_name, "tp", tp_ranks),
-        }
-        entries: list[dict[str, Any]] = []
-        rid = 0
-        last_enq = {0: 0, 1: 0}
-        last_done = {0: 0, 1: 0}
-        stop = False
-        for seq in range(1, seqs + 1):
-            # the default group's collective `seq`, then the TP group's
-            for pg_id in (0, 1):
-                if faulty and (
-                    seq > fault_seq or (seq == fault_seq and (pg_id == 1 or r == missing_rank))
-                ):
-                    stop = True  # blocked in fault_seq (or, the missing rank, before it)
-                    break
-                op, numel, dtype = "all_reduce", DEFAULT_NUMEL, "Float"
-                if pg_id == 0 and seq % 5 == 0:
-                    op, numel = "_allgather_base", 4096
-                elif pg_id == 1:
-                    op, numel, dtype = "_reduce_scatter_base", 2048, "BFloat16"
-                state = "completed"
-                if pg_id == 0 and faulty and seq == fault_seq:
-                    state = "scheduled"
-                    if r == size_rank:
-                        numel += 1024
-                    if r == dtype_rank:
-                        dtype = "Half"
-                    if r == type_rank:
-                        op = "broadcast"
-                rid += 1
-                name, desc, members = groups[pg_id]
-                entries.append(
-                    _entry(
-                        version=version,
-                        fmt=fmt,
-                        record_id=rid,
-                        pg_id=pg_id,
-                        group=(name, desc),
-                        seq=seq,
-                        op=op,
-                        numel=numel,
-                        dtype=dtype,
-                        state=state,
-                        pg_size=len(members),
-                        t0=t0,
-                    )
-                )
-                last_enq[pg_id] = seq
-                if state == "completed":
-                    last_done[pg_id] = seq
-            if stop:
-                break
+        groups = _groups(r, ranks, tp)
+        entries, last_enq, last_done = _entries(r, groups, seqs, fault, version, fmt)
         entries = entries[-max(1, buffer - wrap.get(r, 0)) :]
-        pg_config = {
-            name: {"name": name, "desc": desc, "ranks": str(members)}
-            for name, desc, members in groups.values()
-        }
-        pg_status: dict[str, Any] = {
-            str(pg): {
-                "last_enqueued_collective": last_enq[pg],
-                "last_started_collective": -1,
-                "last_completed_collective": last_done[pg],
-            }
-            for pg in groups
-        }
-        dump: dict[str, Any] = {"version": version}
-        if version == "2.10":
-            dump["comm_lib_version"] = "2.27.5"
-        elif version == "2.7":
-            dump["nccl_version"] = "2.21.5"
-        dump["pg_config"] = pg_config
-        dump["pg_status"] = pg_status
-        dump["entries"] = entries
+        dump = _dump(version, groups, last_enq, last_done, entries)
         host = f"container-node{r // 8:02d}_" if host_in_name else ""
         path = out / f"{prefix}{host}{r}"
-        if fmt == "json":
-            for st in pg_status.values():
-                for k in st:
-                    st[k] = str(st[k])
-            text = json.dumps(dump, indent=2 if pretty else None, sort_keys=True)
-            path.write_text(text + "\n")
-        else:
-            path.write_bytes(pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL))
+        _write_dump(path, dump, fmt, pretty)
         files.append(path.name)
-    culprits: list[int] = []
-    kind = "none"
-    if missing_rank is not None:
-        culprits, kind = [missing_rank], "missing"
-    elif size_rank is not None:
-        culprits, kind = [size_rank], "size"
-    elif dtype_rank is not None:
-        culprits, kind = [dtype_rank], "dtype"
-    elif type_rank is not None:
-        culprits, kind = [type_rank], "type"
+    culprits, kind = _fault_kind(missing_rank, size_rank, dtype_rank, type_rank)
     return {
         "ranks": ranks,
         "files": files,
@@ -244,6 +172,135 @@ def write_dumps(
         "format": fmt,
         "version": version,
     }
+
+
+def _groups(r: int, ranks: int, tp: int) -> dict[int, Group]:
+    """Rank ``r``'s process groups by pg_id: the default group and its tensor-parallel group."""
+    return {
+        0: ("0", "default_pg", list(range(ranks))),
+        1: (str(1 + r // tp), "tp", _pg_ranks(r, tp)),
+    }
+
+
+def _entries(
+    r: int, groups: dict[int, Group], seqs: int, fault: _Fault, version: str, fmt: str
+) -> tuple[list[dict[str, Any]], dict[int, int], dict[int, int]]:
+    """Rank ``r``'s ring-buffer entries (before wrapping) and its last enqueued/completed seqs."""
+    entries: list[dict[str, Any]] = []
+    rid = 0
+    last_enq = {0: 0, 1: 0}
+    last_done = {0: 0, 1: 0}
+    for seq in range(1, seqs + 1):
+        # the default group's collective `seq`, then the TP group's
+        for pg_id in (0, 1):
+            if fault.faulty and (
+                seq > fault.seq or (seq == fault.seq and (pg_id == 1 or r == fault.missing_rank))
+            ):
+                # blocked in fault_seq (or, the missing rank, before it)
+                return entries, last_enq, last_done
+            op, numel, dtype, state = _collective(r, pg_id, seq, fault)
+            rid += 1
+            name, desc, members = groups[pg_id]
+            entries.append(
+                _entry(
+                    version=version,
+                    fmt=fmt,
+                    record_id=rid,
+                    pg_id=pg_id,
+                    group=(name, desc),
+                    seq=seq,
+                    op=op,
+                    numel=numel,
+                    dtype=dtype,
+                    state=state,
+                    pg_size=len(members),
+                    t0=_T0,
+                )
+            )
+            last_enq[pg_id] = seq
+            if state == "completed":
+                last_done[pg_id] = seq
+    return entries, last_enq, last_done
+
+
+def _collective(r: int, pg_id: int, seq: int, fault: _Fault) -> tuple[str, int, str, str]:
+    """What rank ``r`` enqueues as collective ``seq`` of group ``pg_id``: op, numel, dtype, state."""
+    op, numel, dtype = "all_reduce", DEFAULT_NUMEL, "Float"
+    if pg_id == 0 and seq % 5 == 0:
+        op, numel = "_allgather_base", 4096
+    elif pg_id == 1:
+        op, numel, dtype = "_reduce_scatter_base", 2048, "BFloat16"
+    state = "completed"
+    if pg_id == 0 and fault.faulty and seq == fault.seq:
+        state = "scheduled"
+        if r == fault.size_rank:
+            numel += 1024
+        if r == fault.dtype_rank:
+            dtype = "Half"
+        if r == fault.type_rank:
+            op = "broadcast"
+    return op, numel, dtype, state
+
+
+def _dump(
+    version: str,
+    groups: dict[int, Group],
+    last_enq: dict[int, int],
+    last_done: dict[int, int],
+    entries: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """One rank's dump in the key layout of ``version``."""
+    pg_config = {
+        name: {"name": name, "desc": desc, "ranks": str(members)}
+        for name, desc, members in groups.values()
+    }
+    pg_status: dict[str, Any] = {
+        str(pg): {
+            "last_enqueued_collective": last_enq[pg],
+            "last_started_collective": -1,
+            "last_completed_collective": last_done[pg],
+        }
+        for pg in groups
+    }
+    dump: dict[str, Any] = {"version": version}
+    if version == "2.10":
+        dump["comm_lib_version"] = "2.27.5"
+    elif version == "2.7":
+        dump["nccl_version"] = "2.21.5"
+    dump["pg_config"] = pg_config
+    dump["pg_status"] = pg_status
+    dump["entries"] = entries
+    return dump
+
+
+def _write_dump(path: Path, dump: dict[str, Any], fmt: str, pretty: bool) -> None:
+    """Write a dump as ``dump_json`` writes it (status values as strings) or as ``dump_dict`` pickles it."""
+    if fmt == "json":
+        for st in dump["pg_status"].values():
+            for k in st:
+                st[k] = str(st[k])
+        text = json.dumps(dump, indent=2 if pretty else None, sort_keys=True)
+        path.write_text(text + "\n")
+    else:
+        path.write_bytes(pickle.dumps(dump, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _fault_kind(
+    missing_rank: int | None,
+    size_rank: int | None,
+    dtype_rank: int | None,
+    type_rank: int | None,
+) -> tuple[list[int], str]:
+    """The manifest's culprit ranks and fault kind (the first fault given wins)."""
+    if missing_rank is not None:
+        return [missing_rank], "missing"
+    if size_rank is not None:
+        return [size_rank], "size"
+    if dtype_rank is not None:
+        return [dtype_rank], "dtype"
+    if type_rank is not None:
+        return [type_rank], "type"
+    return [], "none"
 
 
 def main(argv: list[str] | None = None) -> None:
