@@ -155,13 +155,7 @@ class WorkerProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         if hasattr(self, "_log"):
             self._log.close()
 
@@ -177,6 +171,17 @@ def celery_worker_process(transactional_db) -> Iterator[WorkerProcess]:
         yield worker
     finally:
         worker.stop()
+
+
+def stop_process(proc: subprocess.Popen | None, *, timeout: float = 20) -> None:
+    """Ask ``proc`` to end (SIGTERM); kill it if it has not within ``timeout`` seconds."""
+    if proc and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def process_tree(pid: int) -> list[int]:
