@@ -3,7 +3,7 @@ from __future__ import annotations
 from django import forms
 
 from apps.accounts.models import Team
-from apps.incidents.models import Incident, Phase, Severity, Status
+from apps.incidents.models import DESCRIPTIVE_FIELDS, Incident, Phase, Severity, Status
 
 
 class IncidentForm(forms.ModelForm):
@@ -11,19 +11,7 @@ class IncidentForm(forms.ModelForm):
 
     class Meta:
         model = Incident
-        fields = [
-            "team",
-            "title",
-            "cluster",
-            "job_id",
-            "framework",
-            "gpu_count",
-            "gpu_type",
-            "gpu_hour_usd",
-            "remaining_run_hours",
-            "problem_started_at",
-            "detected_at",
-        ]
+        fields = ["team", *DESCRIPTIVE_FIELDS]
         labels = {
             "job_id": "Job id",
             "gpu_count": "GPUs",

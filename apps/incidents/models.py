@@ -77,6 +77,22 @@ class Source(models.TextChoices):
     CLI = "cli", "Command line"
 
 
+# The fields that describe an incident and that its owner may edit after creation
+# (the form and the update service both take them from here).
+DESCRIPTIVE_FIELDS: tuple[str, ...] = (
+    "title",
+    "cluster",
+    "job_id",
+    "framework",
+    "gpu_count",
+    "gpu_type",
+    "gpu_hour_usd",
+    "remaining_run_hours",
+    "problem_started_at",
+    "detected_at",
+)
+
+
 class Incident(models.Model):
     code = models.CharField(max_length=24, unique=True, default=_incident_code, editable=False)
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="incidents")

@@ -13,6 +13,7 @@ from django.utils import timezone
 from apps.accounts.models import Team
 from apps.accounts.selectors import team_list_for_user
 from apps.incidents.models import PHASE_ORDER, Incident, Phase
+from apps.lib.filtering import filter_given
 
 
 def incident_list_for_teams(
@@ -29,18 +30,15 @@ def incident_list_for_teams(
     """Incidents of `teams` (already narrowed to what the caller may see), filtered,
     newest first with a stable order for paging. `team` is a team code."""
     qs = Incident.objects.filter(team__in=teams).select_related("team")
-    if status:
-        qs = qs.filter(status=status)
-    if severity:
-        qs = qs.filter(severity=severity)
-    if phase:
-        qs = qs.filter(phase=phase)
-    if cluster:
-        qs = qs.filter(cluster=cluster)
-    if job_id:
-        qs = qs.filter(job_id=job_id)
-    if team:
-        qs = qs.filter(team__code=team)
+    qs = filter_given(
+        qs,
+        status=status,
+        severity=severity,
+        phase=phase,
+        cluster=cluster,
+        job_id=job_id,
+        team__code=team,
+    )
     if q:
         qs = qs.filter(
             Q(title__icontains=q)

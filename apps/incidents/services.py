@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from apps.accounts.models import Team
 from apps.incidents.models import (
+    DESCRIPTIVE_FIELDS,
     STATUS_TRANSITIONS,
     Incident,
     IncidentEvent,
@@ -177,19 +178,7 @@ def incident_update(
     *, incident: Incident, actor: AbstractBaseUser | None, **fields: Any
 ) -> Incident:
     """Edit descriptive fields; the changed field names go to the timeline."""
-    editable = {
-        "title",
-        "cluster",
-        "job_id",
-        "framework",
-        "gpu_count",
-        "gpu_type",
-        "gpu_hour_usd",
-        "remaining_run_hours",
-        "problem_started_at",
-        "detected_at",
-        "severity",
-    }
+    editable = {*DESCRIPTIVE_FIELDS, "severity"}
     unknown = set(fields) - editable
     if unknown:
         raise ValueError(f"Not editable: {', '.join(sorted(unknown))}")

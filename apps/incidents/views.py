@@ -14,6 +14,7 @@ from apps.accounts.selectors import team_list_for_user
 from apps.incidents import selectors, services, signals
 from apps.incidents.forms import IncidentFilterForm, IncidentForm, PhaseForm, StatusForm
 from apps.incidents.models import Incident, Phase, Status
+from apps.lib.posts import change_from_form
 
 
 @require_GET
@@ -105,32 +106,33 @@ def incident_detail(request: HttpRequest, code: str) -> HttpResponse:
 @login_required
 def incident_phase(request: HttpRequest, code: str) -> HttpResponse:
     incident = selectors.incident_get_for_user(user=request.user, code=code)
-    form = PhaseForm(request.POST)
-    if not form.is_valid():
-        return incident_page_response(request, incident, extra={"phase_form": form}, status=422)
-    try:
-        services.incident_change_phase(
-            incident=incident,
-            to_phase=form.cleaned_data["phase"],
-            actor=request.user,
-            note=form.cleaned_data["note"],
-        )
-    except services.TransitionError as exc:
-        messages.error(request, str(exc))
-    return redirect("incidents:detail", code=incident.code)
+    return change_from_form(
+        request,
+        PhaseForm(request.POST),
+        refuse=lambda form: incident_page_response(
+            request, incident, extra={"phase_form": form}, status=422
+        ),
+        change=lambda data: services.incident_change_phase(
+            incident=incident, to_phase=data["phase"], actor=request.user, note=data["note"]
+        ),
+        refused_by=services.TransitionError,
+        then=lambda: redirect("incidents:detail", code=incident.code),
+    )
 
 
 @require_POST
 @login_required
 def incident_status(request: HttpRequest, code: str) -> HttpResponse:
     incident = selectors.incident_get_for_user(user=request.user, code=code)
-    form = StatusForm(request.POST)
-    if not form.is_valid():
-        return incident_page_response(request, incident, extra={"status_form": form}, status=422)
-    try:
-        services.incident_change_status(
-            incident=incident, to_status=form.cleaned_data["status"], actor=request.user
-        )
-    except services.TransitionError as exc:
-        messages.error(request, str(exc))
-    return redirect("incidents:detail", code=incident.code)
+    return change_from_form(
+        request,
+        StatusForm(request.POST),
+        refuse=lambda form: incident_page_response(
+            request, incident, extra={"status_form": form}, status=422
+        ),
+        change=lambda data: services.incident_change_status(
+            incident=incident, to_status=data["status"], actor=request.user
+        ),
+        refused_by=services.TransitionError,
+        then=lambda: redirect("incidents:detail", code=incident.code),
+    )

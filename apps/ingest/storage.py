@@ -94,7 +94,7 @@ def _part_size(expected_size: int | None = None) -> int:
     return part
 
 
-def _read_full(stream: IO[bytes], n: int) -> bytes:
+def read_full(stream: IO[bytes], n: int) -> bytes:
     """Up to ``n`` bytes of ``stream``: fewer only at its end."""
     parts: list[bytes] = []
     got = 0
@@ -125,7 +125,7 @@ def save_stream(key: str, stream: IO[bytes], *, replace: bool = False) -> str:
         return default_storage.save(key, File(stream, name=key.rsplit("/", 1)[-1]))
     client, bucket, full = _client_and_key(key)
     part = _part_size()
-    data = _read_full(stream, part)
+    data = read_full(stream, part)
     if len(data) < part:
         client.put_object(Bucket=bucket, Key=full, Body=data)
         return key
@@ -140,7 +140,7 @@ def save_stream(key: str, stream: IO[bytes], *, replace: bool = False) -> str:
             parts.append({"ETag": etag, "PartNumber": number})
             number += 1
             data = b""  # let the part go before the next one is read
-            data = _read_full(stream, part)
+            data = read_full(stream, part)
         client.complete_multipart_upload(
             Bucket=bucket, Key=full, UploadId=upload_id, MultipartUpload={"Parts": parts}
         )

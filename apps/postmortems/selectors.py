@@ -14,6 +14,7 @@ from django.db.models import F, Q, QuerySet
 from django.http import Http404
 
 from apps.incidents.models import Incident
+from apps.lib.filtering import filter_given
 from apps.postmortems import similarity
 from apps.postmortems.models import IncidentSignature, PostMortem
 
@@ -40,20 +41,16 @@ def postmortem_list_for_user(
     qs = PostMortem.objects.filter(team__memberships__user=user).select_related(
         "incident", "owner", "team"
     )
-    if status:
-        qs = qs.filter(status=status)
-    if category:
-        qs = qs.filter(category__iexact=category)
-    if cluster:
-        qs = qs.filter(cluster=cluster)
-    if date_from:
-        qs = qs.filter(incident__created_at__date__gte=date_from)
-    if date_to:
-        qs = qs.filter(incident__created_at__date__lte=date_to)
-    if cost_min is not None:
-        qs = qs.filter(cost_usd__gte=cost_min)
-    if cost_max is not None:
-        qs = qs.filter(cost_usd__lte=cost_max)
+    qs = filter_given(
+        qs,
+        status=status,
+        category__iexact=category,
+        cluster=cluster,
+        incident__created_at__date__gte=date_from,
+        incident__created_at__date__lte=date_to,
+        cost_usd__gte=cost_min,
+        cost_usd__lte=cost_max,
+    )
     qs = qs.distinct()
     q = q.strip()
     if q:

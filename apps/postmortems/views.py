@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from apps.accounts.selectors import user_is_team_lead
 from apps.incidents.selectors import incident_get_for_user
+from apps.lib.posts import change_from_form
 from apps.postmortems import selectors, services
 from apps.postmortems.cost import FORMULA_LINES, INPUT_LABELS, CostInputError
 from apps.postmortems.forms import (
@@ -193,19 +194,16 @@ def postmortem_cost(request: HttpRequest, code: str) -> HttpResponse:
 @login_required
 def postmortem_status(request: HttpRequest, code: str) -> HttpResponse:
     pm = selectors.postmortem_get_for_user(user=request.user, code=code)
-    form = StatusChangeForm(request.POST)
-    if not form.is_valid():
-        return _page(request, pm, status_form=form, status=422)
-    try:
-        services.postmortem_transition(
-            postmortem=pm,
-            to_status=form.cleaned_data["status"],
-            actor=request.user,
-            note=form.cleaned_data["note"],
-        )
-    except services.ReviewError as exc:
-        messages.error(request, str(exc))
-    return redirect("postmortems:detail", code=pm.code)
+    return change_from_form(
+        request,
+        StatusChangeForm(request.POST),
+        refuse=lambda form: _page(request, pm, status_form=form, status=422),
+        change=lambda data: services.postmortem_transition(
+            postmortem=pm, to_status=data["status"], actor=request.user, note=data["note"]
+        ),
+        refused_by=services.ReviewError,
+        then=lambda: redirect("postmortems:detail", code=pm.code),
+    )
 
 
 @require_POST

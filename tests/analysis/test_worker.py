@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
-from pathlib import Path
-
 import pytest
 from django.core.cache import cache
 from django.db import transaction
@@ -15,29 +10,9 @@ from apps.analysis import services
 from apps.analysis.models import FINISHED, AnalysisRun, RunStatus
 from tests import slowdown
 from tests.analysis.conftest import add_job
-from tests.conftest import WorkerProcess, wait_for, worker_env
+from tests.conftest import WorkerProcess, process_tree, sigkill, wait_for, worker_env
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def _tree(pid: int) -> list[int]:
-    """pid and all its descendants, read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
 
 
 def _findings(run: AnalysisRun) -> list[tuple]:
@@ -77,9 +52,7 @@ def test_a_run_whose_worker_was_killed_completes_on_a_new_worker_with_the_same_f
             timeout=40,
             message="the first worker never started the analysis",
         )
-        for pid in _tree(slow.proc.pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
+        sigkill(process_tree(slow.proc.pid))
         slow.proc.wait(timeout=10)
     finally:
         slow.stop()

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import io
-import os
-import signal
 import socket
 import subprocess
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
@@ -29,32 +26,6 @@ pytestmark = pytest.mark.timeout(90)
 
 
 # --- processes ------------------------------------------------------------------------
-
-
-def process_tree(pid: int) -> list[int]:
-    """pid and all its descendants, read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(children.get(p, []))
-    return out
-
-
-def sigkill(pids: list[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
 
 
 # --- PostgreSQL -----------------------------------------------------------------------

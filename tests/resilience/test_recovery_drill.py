@@ -37,9 +37,9 @@ from apps.analysis.models import AnalysisRun, RunStatus
 from apps.incidents.models import Incident
 from apps.ingest.models import Artifact, ParseStatus
 from tests.api.conftest import ApiClient
-from tests.conftest import ROOT, wait_for, worker_env
+from tests.conftest import ROOT, process_tree, sigkill, wait_for, worker_env
 from tests.ingest import logs
-from tests.resilience.conftest import RedisServer, broker_switched_to, process_tree, sigkill
+from tests.resilience.conftest import RedisServer, broker_switched_to
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from apps.ingest.models import Artifact
-from tests.conftest import ROOT, wait_for, worker_env
+from tests.conftest import ROOT, stop_process, wait_for, worker_env
 from tests.ingest import logs
 from tests.resilience.conftest import free_port
 
@@ -67,13 +67,7 @@ class Gunicorn:
         return self
 
     def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+        stop_process(self.proc)
         if hasattr(self, "log"):
             self.log.close()
 

@@ -20,9 +20,9 @@ from apps.incidents.services import incident_create
 from apps.ingest import services
 from apps.ingest.models import Artifact, ParseStatus, RankDigest
 from tests import slowdown
-from tests.conftest import WorkerProcess, wait_for, worker_env
+from tests.conftest import WorkerProcess, process_tree, sigkill, wait_for, worker_env
 from tests.ingest import logs
-from tests.resilience.conftest import parse_footprint, process_tree, sigkill, upload
+from tests.resilience.conftest import parse_footprint, upload
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -34,49 +34,52 @@ class AuditReport:
     settled: list[str] = field(default_factory=list)
 
 
+def _fenced_move(
+    run: AnalysisRun, *, from_status: str, kind: str, message: str, **fields: object
+) -> bool:
+    """Move ``run`` only if it is still in ``from_status`` under the same task id, and
+    put the move on the incident's timeline; False when another writer got there first.
+    Runs inside the caller's transaction."""
+    updated = AnalysisRun.objects.filter(pk=run.pk, status=from_status, task_id=run.task_id).update(
+        **fields
+    )
+    if not updated:
+        return False
+    incident_event_add(incident=run.incident, kind=kind, message=message, data={"run": run.code})
+    return True
+
+
 def _requeue(run: AnalysisRun, *, reason: str, from_status: str) -> bool:
     new_task_id = uuid.uuid4().hex
     with transaction.atomic():
-        updated = AnalysisRun.objects.filter(
-            pk=run.pk, status=from_status, task_id=run.task_id
-        ).update(
+        if not _fenced_move(
+            run,
+            from_status=from_status,
+            kind="analysis.requeued",
+            message=f"Analysis re-queued: {reason}",
             status=RunStatus.QUEUED,
             task_id=new_task_id,
             enqueued_at=timezone.now(),
             progress_message="re-queued",
-        )
-        if not updated:
+        ):
             return False
         run.task_id = new_task_id
-        incident_event_add(
-            incident=run.incident,
-            kind="analysis.requeued",
-            message=f"Analysis re-queued: {reason}",
-            data={"run": run.code},
-        )
         _enqueue_on_commit(run)
     return True
 
 
 def _fail_stuck(run: AnalysisRun, *, reason: str, from_status: str) -> bool:
     with transaction.atomic():
-        updated = AnalysisRun.objects.filter(
-            pk=run.pk, status=from_status, task_id=run.task_id
-        ).update(
+        return _fenced_move(
+            run,
+            from_status=from_status,
+            kind="analysis.failed",
+            message=f"Analysis failed: {reason}",
             status=RunStatus.FAILED,
             error=reason,
             finished_at=timezone.now(),
             progress_message="failed",
         )
-        if not updated:
-            return False
-        incident_event_add(
-            incident=run.incident,
-            kind="analysis.failed",
-            message=f"Analysis failed: {reason}",
-            data={"run": run.code},
-        )
-    return True
 
 
 def _artifacts_enqueue_pending(*, older_than: timedelta) -> int:

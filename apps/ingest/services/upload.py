@@ -94,18 +94,6 @@ def _stream_size(fileobj: IO[bytes]) -> int | None:
         return None
 
 
-def _read_head(stream: IO[bytes], n: int = HEAD_BYTES) -> bytes:
-    parts: list[bytes] = []
-    got = 0
-    while got < n:
-        data = stream.read(n - got)
-        if not data:
-            break
-        parts.append(data)
-        got += len(data)
-    return b"".join(parts)
-
-
 def _binary_problem(head: bytes, kind: str) -> str | None:
     """Why a file is refused as binary, or None when Rankscope can read it."""
     if is_text(head) or kind != "other":
@@ -325,7 +313,7 @@ def _screen(ctx: _Ctx, member: archives.Member, display: str) -> _Screened | Upl
         return out
     try:
         stream = member.open()
-        head = _read_head(stream)
+        head = storage.read_full(stream, HEAD_BYTES)
     except MemberRejected as exc:
         return _reject(ctx, display, exc.reason)
     if not head:
