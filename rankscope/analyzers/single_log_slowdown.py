@@ -5,7 +5,6 @@ readings show hot or throttled (see ``SingleLogSlowAnalyzer``)."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ..model import Event
@@ -15,7 +14,6 @@ PCIE_FLOOR_GBS = 4.0  # a quarter of PCIe Gen3 x16 (~16 GB/s per direction, PCI-
 # slowest link two GPUs of one node share; a ≥ 8 MiB all-GPU collective below it is not
 # using any intra-node link at its rate (peer-to-peer off, traffic through the CPU)
 PCIE_FLOOR_SIZE = 8 << 20
-_NODE_FILE = re.compile(r"(?:^|[^a-z])(?:node|worker|host)[-_]?\d+(?:\.|[-_]|$)", re.I)
 
 
 class SingleLogSlowAnalyzer:
@@ -188,14 +186,11 @@ class SingleLogSlowAnalyzer:
             net = t.get("net")
             if not net or str(net[0]).lower() != "socket":
                 continue
-            base = r.name.rsplit("/", 1)[-1]
             why = (
                 f"{len(hosts)} hosts in the logs"
                 if len(hosts) > 1
                 else "IB was asked for (NCCL_IB_HCA)"
                 if t.get("ib_hca")
-                else f"the file is one node's ({base})"
-                if _NODE_FILE.search(base)
                 else None
             )
             if why is None:

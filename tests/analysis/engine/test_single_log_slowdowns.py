@@ -144,7 +144,11 @@ def test_socket_on_one_node_is_not_a_slowdown(tmp_path) -> None:
         "gpu1:1:1 [0] NCCL INFO Using network Socket\n"
     )
     assert _engine(tmp_path, "train.log", text)["triage"]["shape"] == "none"
-    doc = _engine(tmp_path, "node1.log", text)
+    # a file named after a node is no proof that other nodes took part
+    assert _engine(tmp_path, "node1.log", text)["triage"]["shape"] == "none"
+    # IB was asked for: the job meant to leave the node, and NCCL fell back to sockets
+    asked = "gpu1:1:1 [0] NCCL INFO NCCL_IB_HCA set to mlx5_0\n" + text
+    doc = _engine(tmp_path, "node1.log", asked)
     assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "NETWORK"
 
 
