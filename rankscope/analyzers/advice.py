@@ -194,6 +194,7 @@ def _network_summary(ctx: Context, v: Verdict) -> str:
 
 
 _HOST_OOM_ACTION = "Confirm the kill (dmesg on the node, `sacct` MaxRSS, the cgroup's memory.events), then lower host memory use — fewer data-loader workers, smaller prefetch and pinned buffers, no CPU offload — or ask for more memory."
+_MEMORY_PREVENTION = "Track each rank's peak memory against its limit (GPU allocated/reserved per step, host RSS against the job's or container's limit) and alert before it is reached."
 _HOST_MEMORY_PREVENTION = "Track each node's peak host memory (sacct MaxRSS, the cgroup's memory.peak) against the job's limit and alert before it is reached."
 
 _RECS: dict[str, list[tuple[str, str]]] = {
@@ -302,11 +303,11 @@ def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
     sig = _catalogue_root(v)
     host_oom = v.root is not None and v.root.kind == "host_oom_kill"
     if v.category == "OOM" and (sig is not None or host_oom):
+        # the catalogue entry's own action; the host-memory advice only for a kernel kill
+        # (a catalogued OOM may be GPU, HBM or host memory)
         first = sig.action if sig is not None else _HOST_OOM_ACTION
-        recs = [
-            {"kind": "immediate", "text": first},
-            {"kind": "prevention", "text": _HOST_MEMORY_PREVENTION},
-        ]
+        watch = _MEMORY_PREVENTION if sig is not None else _HOST_MEMORY_PREVENTION
+        recs = [{"kind": "immediate", "text": first}, {"kind": "prevention", "text": watch}]
     if v.shape == "slow" and v.category in SLOW_ACTION:
         recs = [
             {

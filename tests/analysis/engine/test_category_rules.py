@@ -95,3 +95,33 @@ def test_a_limit_every_rank_shares_names_no_rank() -> None:
     doc = _triage({"rank_0.log": log})
     assert (doc["triage"]["category"], doc["triage"]["shape"]) == ("DATA", "crash")
     assert doc["localization"]["culprit_ranks"] == []
+
+
+def test_a_memory_limit_kill_is_told_as_host_memory_not_a_gpu_oom() -> None:
+    doc = _triage(
+        {
+            "slurm-77.out": (
+                "Epoch 0 | Training | Steps: 93 | Loss: 24.58\n"
+                "slurmstepd: error: Job 77 exceeded memory limit (626359956 > 512000000), being killed\n"
+                "slurmstepd: error: *** JOB 77 ON cn-b04 CANCELLED AT 2025-03-01T09:41:52 ***\n"
+            )
+        }
+    )
+    tri = doc["triage"]
+    assert tri["category"] == "OOM" and tri["shape"] == "crash"
+    assert "memory limit" in tri["summary"] and "GPU" not in tri["summary"]
+    advice = " ".join(r["text"] for r in doc["recommendations"])
+    assert "sacct" in advice and "micro-batch" not in advice
+
+
+def test_a_cuda_oom_keeps_the_gpu_advice() -> None:
+    doc = _triage(
+        {
+            "rank_3.log": (
+                "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. "
+                "GPU 3 has a total capacity of 79.15 GiB of which 1.06 GiB is free.\n"
+            )
+        }
+    )
+    assert "GPU memory" in doc["triage"]["summary"]
+    assert any("micro-batch" in r["text"] for r in doc["recommendations"])
