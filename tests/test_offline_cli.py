@@ -191,3 +191,38 @@ def test_compressed_rank_logs_are_read_as_streams(oom_job, tmp_path):
     # evidence names the log, not its compressed container
     assert sorted(a["name"] for a in doc["artifacts"]) == sorted(p.name for p in job.iterdir())
     assert _comparable(doc)["findings"] == _comparable(plain)["findings"]
+
+
+_IMPORTS_PROBE = """
+import io, json, sys, contextlib
+from rankscope.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["triage", *sys.argv[1:], "--format", "json"])
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def _loaded_by_triage(*paths: Path) -> set[str]:
+    probe = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_PROBE, *map(str, paths)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return set(json.loads(probe.stdout))
+
+
+def test_a_small_log_is_diagnosed_without_loading_numpy_or_pyarrow(tmp_path):
+    # start-up on a small file is mostly imports: numpy/pyarrow only when data needs them
+    crashed = tmp_path / "rank_3.log"
+    crashed.write_text(
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "train.py", line 9, in <module>\n'
+        "[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    loaded = _loaded_by_triage(crashed)
+    assert "numpy._core" not in loaded and "pyarrow" not in loaded
+    # a metrics export does need them, and gets them
+    csv = tmp_path / "metrics.csv"
+    csv.write_text("step,rank,step_time\n" + "".join(f"{s},0,1.0\n" for s in range(1, 30)))
+    assert {"numpy._core", "pyarrow"} <= _loaded_by_triage(crashed, csv)

@@ -7,11 +7,12 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
+from .._lazy import lazy_module
 from ..model import Event
 from ..times import to_dt
 from . import Context
+
+np = lazy_module("numpy")
 
 
 def metrics_files(ctx: Context) -> Iterator[tuple[str, Any]]:

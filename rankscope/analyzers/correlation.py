@@ -18,11 +18,12 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
+from .._lazy import lazy_module
 from ..model import Event
 from ..times import etime, to_dt
 from . import Context, register_analyzer
+
+np = lazy_module("numpy")
 
 PRECURSORS = (
     ("checkpoint", ("checkpoint",)),

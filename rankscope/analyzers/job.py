@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-import numpy as np
-
+from .._lazy import lazy_module
 from . import Context, register_analyzer
 from ._rc import metrics_files
+
+np = lazy_module("numpy")
 
 _FRAMEWORK_PRIORITY = ["nemo", "megatron", "deepspeed", "lightning", "pytorch"]
 _WORLD_PRIORITY = ["WORLD_SIZE", "world size", "Lightning MEMBER", "NCCL nranks"]

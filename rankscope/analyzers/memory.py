@@ -16,10 +16,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
+from .._lazy import lazy_module
 from . import Context, register_analyzer
 from ._rc import metrics_files, row_event
+
+np = lazy_module("numpy")
 
 _UNIT = {
     "b": 1 / 2**30,

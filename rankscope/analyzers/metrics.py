@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from .._lazy import lazy_module
 from ..model import Event, MetricsFacts
 from . import Context, register_analyzer
+
+np = lazy_module("numpy")
 
 SHORT_SERIES = 4  # fewest steps a drop is judged on (iterations.MIN_ROWS)
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from .._lazy import lazy_module
 from ..model import Event
 from . import Context, register_analyzer
 from ._rc import metrics_files, row_event
+
+np = lazy_module("numpy")
 
 CHECKPOINT_KINDS = ("checkpoint_saved", "checkpoint_save", "checkpoint")
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
+from .._lazy import lazy_module
 from . import Context, register_analyzer
 from ._rc import metrics_files
+
+np = lazy_module("numpy")
 
 
 def _per_step(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -46,11 +46,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
+from .._lazy import lazy_module
 from ..model import Event
 from . import Context, register_analyzer
 from ._rc import metrics_files, row_event
+
+np = lazy_module("numpy")
 
 PARTS = ("compute_time", "comm_time", "data_time")
 PART_NAME = {"compute_time": "compute", "comm_time": "comm", "data_time": "data wait"}
@@ -68,8 +69,9 @@ class Frame:
 
     files: list[tuple[str, Any]] = field(default_factory=list)
     cols: dict[str, np.ndarray] = field(default_factory=dict)
-    file_idx: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    row: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    # empty until ``build_frame`` finds metrics (no numpy import for a job without any)
+    file_idx: np.ndarray | None = None
+    row: np.ndarray | None = None
 
     def has(self, name: str) -> bool:
         v = self.cols.get(name)

@@ -8,9 +8,7 @@ import re
 import tempfile
 from typing import Any, BinaryIO
 
-import numpy as np
-
-from .._lazy import LazyModule
+from .._lazy import LazyModule, lazy_module
 from ..detect import Head, Recognizer, host_from_name, rank_from_name
 from ..metrics import (
     _GPU_WIDE,
@@ -23,6 +21,8 @@ from ..metrics import (
 )
 from ..model import ParseResult
 from . import ParseError, Progress, register_parser
+
+np = lazy_module("numpy")
 
 pa = LazyModule("pyarrow")
 pacsv = LazyModule("pyarrow.csv")

@@ -16,13 +16,12 @@ import re
 from itertools import pairwise
 from typing import Any
 
-import numpy as np
-
 from ..model import ParseResult
 from ..scan import HyperscanScanner, ReScanner
 from . import banners, iterations
 from .banners import BannerReader
 from .iterations import IterationReader
+from .newlines import NewlineCounter
 
 # NCCL's choice of inter-node transport, read with the banner pass (no extra scan):
 # (literal, regex, fact) — the first line of each fact in a file is kept
@@ -78,16 +77,14 @@ def side_scanner(which: str) -> ReScanner | HyperscanScanner:
 
 
 def _numbered(
-    data: bytes, spans: list[tuple[int, int]], first_line: int, arr: Any = None
+    data: bytes, spans: list[tuple[int, int]], first_line: int, newlines: NewlineCounter
 ) -> list[tuple[bytes, int]]:
-    """(raw line, 1-based number) of each span; newlines counted with numpy's SIMD compare."""
+    """(raw line, 1-based number) of each span."""
     if not spans:
         return []
-    if arr is None:
-        arr = np.frombuffer(data, dtype=np.uint8)
     out, pos, line = [], 0, first_line
     for start, end in spans:
-        line += int(np.count_nonzero(arr[pos:start] == 10))
+        line += newlines.count(pos, start)
         pos = start
         out.append((data[start:end], line + 1))
     return out
@@ -147,12 +144,12 @@ class SideReaders:
             chunk.release()
         # iteration lines can be every line: the budget picks which to read before any
         # per-line work (line numbers are counted only up to the picked ones)
-        arr = np.frombuffer(data, dtype=np.uint8)
+        newlines = NewlineCounter(data, len(data))
         spans = self._iteration_spans(data, iteration_spans)
-        self.iterations.take(_numbered(data, spans, first_line, arr))
+        self.iterations.take(_numbered(data, spans, first_line, newlines))
         if banner_spans is None:
             banner_spans = side_scanner("banners").line_spans(data)
-        for raw, ln in _numbered(data, banner_spans, first_line, arr):
+        for raw, ln in _numbered(data, banner_spans, first_line, newlines):
             text = raw.decode("utf-8", errors="replace").rstrip("\r")
             self.banners.take(text, ln)
             self.transport.take(text, ln)

@@ -16,8 +16,6 @@ from __future__ import annotations
 import re
 from typing import Any, BinaryIO
 
-import numpy as np
-
 from ..detect import Head, Recognizer, host_from_name, rank_from_name
 from ..envelope import Envelope, find_time, iso_from_text, peel
 from ..model import MAX_EVENT_TEXT, MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
@@ -27,6 +25,7 @@ from ..signatures import match as match_signature
 from . import Progress, register_parser
 from .classify import NCCL_HOST, classify
 from .facts import read_region
+from .newlines import NewlineCounter
 from .sidecar import NOT_SCANNED, SideReaders
 
 CHUNK = 2 << 20
@@ -326,8 +325,8 @@ class TextLogParser:
         """Read the prefilter's ``hits`` in ``buf[:cut]`` (whole lines); return the line
         count after it."""
         # newlines counted once, between consecutive points of interest (candidate lines and
-        # the sparse index marks), with numpy's SIMD compare (~3x bytes.count)
-        arr = np.frombuffer(view[:cut], dtype=np.uint8)
+        # the sparse index marks)
+        newlines = NewlineCounter(buf, cut)
         marks = []
         for target in range(INDEX_STEP, cut, INDEX_STEP):
             nl = buf.find(b"\n", target, cut)
@@ -342,7 +341,7 @@ class TextLogParser:
         ln = line_no
         skip_until = -1
         for st, is_span, en, sigs in points:
-            ln += int(np.count_nonzero(arr[pos:st] == 10))
+            ln += newlines.count(pos, st)
             pos = st
             if not is_span:
                 result.line_index.append((ln + 1, offset + st))
@@ -350,8 +349,8 @@ class TextLogParser:
                 skip_until = self._line(
                     buf, cut, st, en, ln + 1, result, collector, summary, file_rank, file_host, sigs
                 )
-        ln += int(np.count_nonzero(arr[pos:] == 10))
-        del arr  # release the export of buf before it is written again
+        ln += newlines.count(pos, cut)
+        newlines.release()  # release the export of buf before it is written again
         return ln
 
     def _line(
