@@ -658,7 +658,7 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             '    "message": "RendezvousConnectionError: The connection to the C10d store has failed. See inner exception for details.",',
             "[E socket.cpp:860] [c10d] The client socket has timed out after 60s while trying to connect to 10.0.0.1:1234",
-            "[W530 16:56:01.831041000 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host 100.64.0.7:59782 - retrying (try=6, timeout=1800000ms, delay=5241ms): Connection reset by peer",
+            "[W530 16:56:01.831041000 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host 10.64.0.7:59782 - retrying (try=6, timeout=1800000ms, delay=5241ms): Connection reset by peer",
         ),
         0.75,
     ),
