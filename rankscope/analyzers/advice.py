@@ -118,6 +118,8 @@ def summary(ctx: Context, v: Verdict) -> str:
         (root and root.kind == "collective_mismatch") or "a different collective" in v.root_label
     ):
         return "Ranks issued different collectives (a code path diverged between ranks) — fix the rank-dependent branch around the reported collective, then rerun."
+    if v.category == "DATA" and root and root.kind == "collective_mismatch":
+        return "Ranks entered the same collective with batches of different sizes (an uneven split of the data: a last partial batch, a collate that drops samples, uneven shards) — give every rank the same batch size (drop_last=True, pad the last batch, or pad before gathering), then rerun."
     if v.category == "DATA" and v.shape == "crash":
         return f"{_cap(where) or 'A rank'} failed on its input data ({v.root_label}){after} — find the sample or file the traceback names, fix or drop it, then restart from the last checkpoint."
     if v.category == "DATA":
