@@ -184,6 +184,8 @@ def _network_summary(ctx: Context, v: Verdict) -> str:
     root = v.root
     if v.shape == "slow":
         return f"Training slowed: communication is slow on {', '.join(v.culprit_hosts[:6])} while compute is equal — test those nodes' links with nccl-tests and drain them if confirmed."
+    if v.extra.get("first_collective"):
+        return f"The first collective of its process group never completed ({_stuck(ctx)}) and no rank logged an error: the connections NCCL opens for it did not carry it — rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the transports; try NCCL_P2P_DISABLE=1 (GPU peer-to-peer within a node: PCIe ACS/IOMMU) and NCCL_IB_DISABLE=1 or NCCL_SOCKET_IFNAME (between nodes); run nccl-tests on the same nodes."
     if v.extra.get("all_in_collective"):
         scope = "every rank was inside the collective, no rank is to blame"
     elif v.culprit_hosts:
