@@ -96,6 +96,8 @@ def summary(ctx: Context, v: Verdict) -> str:
         return slow
     if v.category == "OOM":
         return _oom_summary(v, where, after)
+    if v.category == "HARDWARE" and v.extra.get("first_collective"):
+        return f"The first collective of its process group never completed ({_stuck(ctx)}) with every rank on {', '.join(v.culprit_hosts)} and no rank logging an error: the GPUs could not reach each other peer-to-peer — rerun with NCCL_P2P_DISABLE=1 to confirm; check PCIe ACS/IOMMU settings and run p2pBandwidthLatencyTest on that node."
     if v.category == "HARDWARE":
         xid = f" with Xid {f['xid']}" if f.get("xid") else ""
         name = (

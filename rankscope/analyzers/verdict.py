@@ -232,6 +232,22 @@ def _died_after(ctx: Context, e: Event) -> bool:
     return False
 
 
+def _single_node(ctx: Context) -> str | None:
+    """The one host every rank of the job runs on, when the logs say so: a world size
+    declared by the job or NCCL (not guessed from the ranks seen) whose ranks all map to
+    that host."""
+    job = ctx.doc["job"]
+    hosts = job.get("hosts") or {}
+    world = job.get("world_size")
+    if len(hosts) != 1 or not world or job.get("world_size_source") not in _WORLD_DECLARED:
+        return None
+    host, ranks = next(iter(hosts.items()))
+    return host if len(set(ranks)) == world else None
+
+
+_WORLD_DECLARED = {"WORLD_SIZE", "world size", "Lightning MEMBER", "NCCL nranks"}
+
+
 def _decided_by(v: Verdict) -> str | None:
     if v.shape == "none":
         return None
@@ -560,18 +576,26 @@ class VerdictAnalyzer:
             if r.get("op") == "BARRIER" or _ONE_ELEMENT.search(ev.text):
                 return None
         ev = quotable([r["_ev"] for r in rows])[0]
+        host = _single_node(ctx)
         return Verdict(
             shape="hang",
-            category="NETWORK",
+            category="HARDWARE" if host else "NETWORK",
             confidence=0.35,
             root=ev,
-            root_label="the first collective of its process group never completed: the "
-            "connections NCCL opens for it (GPU peer-to-peer within a node, the network "
-            "between nodes) did not carry it",
+            root_label="the first collective of its process group never completed: "
+            + (
+                f"the GPUs of {host} could not reach each other peer-to-peer (every rank is on "
+                "that node)"
+                if host
+                else "the connections NCCL opens for it (GPU peer-to-peer within a node, the "
+                "network between nodes) did not carry it"
+            ),
+            culprit_hosts=[host] if host else [],
             extra={
                 "first_collective": True,
                 "decided_by": "rule: every watchdog fired in the first collective (seq 1) of its "
-                "group, nothing on it ever completed and no rank logged a fault",
+                "group, nothing on it ever completed and no rank logged a fault"
+                + ("; every rank on one node: GPU peer-to-peer" if host else ""),
             },
         )
 

@@ -76,3 +76,26 @@ def test_a_later_collective_or_a_first_barrier_is_not_read_as_the_interconnect()
     # metric sync) is as often a rank still busy elsewhere
     assert _hang(seq=284)["category"] == "SOFTWARE"
     assert _hang(seq=1, op="ALLREDUCE", n=1)["category"] == "SOFTWARE"
+
+
+def _init_and_hang(hosts: tuple[str, str]) -> dict[str, Any]:
+    init = (
+        "{h}:4242:4242 [{r}] NCCL INFO comm 0x5634a8f0 rank {r} nranks 2 cudaDev {r} "
+        "busId {r}1000 - Init COMPLETE\n"
+    )
+    return _triage(
+        {
+            f"rank_{r}.log": init.format(h=hosts[r], r=r)
+            + WATCHDOG.format(r=r, seq=1, op="BROADCAST", n=4096)
+            for r in (0, 1)
+        }
+    )
+
+
+def test_a_first_collective_hang_with_every_rank_on_one_node_is_the_gpus_peer_to_peer() -> None:
+    doc = _init_and_hang(("node-a07", "node-a07"))
+    assert (doc["triage"]["category"], doc["triage"]["shape"]) == ("HARDWARE", "hang")
+    assert doc["localization"]["culprit_hosts"] == ["node-a07"]
+    assert "NCCL_P2P_DISABLE=1" in doc["triage"]["summary"]
+    doc = _init_and_hang(("node-a07", "node-a08"))  # across nodes: the network
+    assert doc["triage"]["category"] == "NETWORK"
