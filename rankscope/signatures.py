@@ -342,7 +342,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "DATA",
         "crash",
         "fatal",
-        "Check the tokenizer's vocabulary size against the embedding (resize_token_embeddings), and label ids against the class count.",
+        "Check the ids the data feeds against the embedding: the tokenizer's vocabulary (added tokens need resize_token_embeddings), a (mock) dataset's id range against the model's vocab_size, and label ids against the class count.",
         (
             "/opt/conda/conda-bld/pytorch_1686274778240/work/aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [58,0,0], thread: [24,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
             "  (0) Invalid argument:  indices[23,617] = -26 is not in [0, 61196)",

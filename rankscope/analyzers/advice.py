@@ -96,6 +96,8 @@ def summary(ctx: Context, v: Verdict) -> str:
         return slow
     if v.category == "OOM":
         return _oom_summary(v, where, after)
+    if v.category == "HARDWARE" and v.extra.get("first_collective"):
+        return f"The first collective of its process group never completed ({_stuck(ctx)}) with every rank on {', '.join(v.culprit_hosts)} and no rank logging an error: the GPUs could not reach each other peer-to-peer — rerun with NCCL_P2P_DISABLE=1 to confirm; check PCIe ACS/IOMMU settings and run p2pBandwidthLatencyTest on that node."
     if v.category == "HARDWARE":
         xid = f" with Xid {f['xid']}" if f.get("xid") else ""
         name = (
@@ -118,6 +120,8 @@ def summary(ctx: Context, v: Verdict) -> str:
         (root and root.kind == "collective_mismatch") or "a different collective" in v.root_label
     ):
         return "Ranks issued different collectives (a code path diverged between ranks) — fix the rank-dependent branch around the reported collective, then rerun."
+    if v.category == "DATA" and root and root.kind == "collective_mismatch":
+        return "Ranks entered the same collective with batches of different sizes (an uneven split of the data: a last partial batch, a collate that drops samples, uneven shards) — give every rank the same batch size (drop_last=True, pad the last batch, or pad before gathering), then rerun."
     if v.category == "DATA" and v.shape == "crash":
         return f"{_cap(where) or 'A rank'} failed on its input data ({v.root_label}){after} — find the sample or file the traceback names, fix or drop it, then restart from the last checkpoint."
     if v.category == "DATA":
@@ -182,6 +186,8 @@ def _network_summary(ctx: Context, v: Verdict) -> str:
     root = v.root
     if v.shape == "slow":
         return f"Training slowed: communication is slow on {', '.join(v.culprit_hosts[:6])} while compute is equal — test those nodes' links with nccl-tests and drain them if confirmed."
+    if v.extra.get("first_collective"):
+        return f"The first collective of its process group never completed ({_stuck(ctx)}) and no rank logged an error: the connections NCCL opens for it did not carry it — rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the transports; try NCCL_P2P_DISABLE=1 (GPU peer-to-peer within a node: PCIe ACS/IOMMU) and NCCL_IB_DISABLE=1 or NCCL_SOCKET_IFNAME (between nodes); run nccl-tests on the same nodes."
     if v.extra.get("all_in_collective"):
         scope = "every rank was inside the collective, no rank is to blame"
     elif v.culprit_hosts:

@@ -20,6 +20,10 @@ majority, majority_count, reporting}``), which becomes ``localization.odd_one_ou
 A collective that differs on a minority narrows the ``collective_mismatch`` causes to
 those ranks (``cause["ranks"]``, read by the verdict) or, without such a message, adds
 a SOFTWARE cause on them. A different NCCL version is a SOFTWARE cause (0.6).
+
+Fingerprints of the same op and dtype whose tensors (of two or more dimensions) differ
+only in the leading dimension are ranks holding batches of different sizes: the mismatch
+causes become DATA (an uneven split of the data, not a rank-dependent code path).
 """
 
 from __future__ import annotations
@@ -39,6 +43,47 @@ VERSION_ATTRS = ("nccl_version", "cuda_driver", "torch_version", "deepspeed_vers
 def _fingerprint(fp: str) -> str:
     parts = _FP_KEEP.findall(fp)
     return ", ".join(f"{k}={v}" for k, v in parts) if parts else fp.strip()[:200]
+
+
+_OP = re.compile(r"OpType=(?P<op>\w+)")
+_SHAPE = re.compile(r"TensorShape=\[(?P<dims>[\d, ]*)\]")
+_DTYPES = re.compile(r"TensorDtypes=(?P<dt>[^,)]+)")
+
+
+def _batch_dims(fp: str) -> tuple[tuple[str | None, str | None, tuple[int, ...]], int] | None:
+    """(op, dtypes, trailing dims) and the leading dimension of a fingerprint's first tensor,
+    or None without a shape of at least two dimensions."""
+    m = _SHAPE.search(fp)
+    if m is None:
+        return None
+    dims = tuple(int(d) for d in m.group("dims").replace(" ", "").split(",") if d)
+    if len(dims) < 2:
+        return None  # a flat buffer (a gradient bucket): its size says nothing of a batch
+    op, dt = _OP.search(fp), _DTYPES.search(fp)
+    key = (op.group("op") if op else None, dt.group("dt") if dt else None, dims[1:])
+    return key, dims[0]
+
+
+def _uneven_batches(ctx: Context, fingerprints: dict[int, str]) -> None:
+    """Ranks in the same collective (op, dtype, every dimension but the first) whose tensors
+    differ only in the leading, batch dimension hold batches of different sizes: the data
+    was split unevenly (a last partial batch, a collate that drops samples, uneven shards),
+    not a rank-dependent code path. The mismatch causes become DATA."""
+    read = [_batch_dims(fp) for fp in fingerprints.values()]
+    if len(read) < 2 or any(x is None for x in read):
+        return
+    keys = {x[0] for x in read if x is not None}
+    sizes = sorted({x[1] for x in read if x is not None})
+    if len(keys) != 1 or len(sizes) < 2:
+        return
+    for c in ctx.facts.causes:
+        if c["event"].kind == "collective_mismatch":
+            c["category"] = "DATA"
+            c["strength"] = min(c["strength"], 0.8)
+            c["label"] = (
+                "ranks entered the same collective with batches of different sizes (leading "
+                f"dimension {', '.join(map(str, sizes[:6]))}): the data was split unevenly"
+            )
 
 
 def minority(values: dict[Any, Any]) -> tuple[Any, int, list[Any]] | None:
@@ -71,14 +116,20 @@ class OddOneOutAnalyzer:
     # -- collectives -----------------------------------------------------------------
     def _collectives(self, ctx: Context, out: list[dict[str, Any]]) -> None:
         fps: dict[int, str] = {}
+        raw: dict[int, str] = {}
         ev_of: dict[int, Event] = {}
         for e in ctx.by_kind.get("collective_mismatch", []):
             f = e.fields
-            for side in ("a", "b"):
-                r, fp = f.get(f"rank_{side}"), f.get(f"fingerprint_{side}")
+            for r, fp in (
+                (f.get("rank_a"), f.get("fingerprint_a")),
+                (f.get("rank_b"), f.get("fingerprint_b")),
+                (f.get("rank_self"), f.get("fingerprint")),
+            ):
                 if r is not None and fp:
                     fps.setdefault(int(r), _fingerprint(fp))
+                    raw.setdefault(int(r), str(fp))
                     ev_of.setdefault(int(r), e)
+        _uneven_batches(ctx, raw)
         got = minority(fps)
         if got is not None:
             top, n, odd = got

@@ -119,6 +119,9 @@ _WAIT_TIMEOUT = re.compile(
 )
 
 
+# a one-element collective: a barrier or a metric sync
+_ONE_ELEMENT = re.compile(r"NumelIn=1, NumelOut=1\b")
+
 # an abort prints its reason after it ("terminate called …", "what(): …", NCCL's "Last error:"
 # block): an exit line this close before the root is the same message
 _ABORT_BLOCK = 8
@@ -227,6 +230,22 @@ def _died_after(ctx: Context, e: Event) -> bool:
         if x.rank is None or e.rank is None or x.rank == e.rank:
             return True
     return False
+
+
+def _single_node(ctx: Context) -> str | None:
+    """The one host every rank of the job runs on, when the logs say so: a world size
+    declared by the job or NCCL (not guessed from the ranks seen) whose ranks all map to
+    that host."""
+    job = ctx.doc["job"]
+    hosts = job.get("hosts") or {}
+    world = job.get("world_size")
+    if len(hosts) != 1 or not world or job.get("world_size_source") not in _WORLD_DECLARED:
+        return None
+    host, ranks = next(iter(hosts.items()))
+    return host if len(set(ranks)) == world else None
+
+
+_WORLD_DECLARED = {"WORLD_SIZE", "world size", "Lightning MEMBER", "NCCL nranks"}
 
 
 def _decided_by(v: Verdict) -> str | None:
@@ -539,6 +558,46 @@ class VerdictAnalyzer:
     def _rule_activity(self, ctx: Context, s: _Situation) -> Verdict | None:
         act = activity_hang(ctx)  # what the job was doing when the collective stalled
         return Verdict(**act) if act is not None else None
+
+    def _rule_first_collective(self, ctx: Context, s: _Situation) -> Verdict | None:
+        # The first collective of a process group is where NCCL opens its connections (P2P
+        # between the GPUs of a node, the NICs between nodes). When every watchdog that fired
+        # waited there, nothing on that group ever completed, no rank is silent or behind and
+        # no rank logged a fault, the connection never carried a byte: the interconnect.
+        # A one-element collective (a barrier, a metric sync) is excluded: at the first
+        # barrier a rank still busy elsewhere (a download, a preprocessing) looks the same.
+        rows = [r for r in s.nccl.get("rows", []) if r.get("role") == "initiator"]
+        if not rows or s.nccl.get("silent") or s.stragglers or s.nccl.get("ahead"):
+            return None
+        for r in rows:
+            ev = r.get("_ev")
+            if r.get("seq") != 1 or (r.get("last_completed") or 0) > 0 or ev is None:
+                return None
+            if r.get("op") == "BARRIER" or _ONE_ELEMENT.search(ev.text):
+                return None
+        ev = quotable([r["_ev"] for r in rows])[0]
+        host = _single_node(ctx)
+        return Verdict(
+            shape="hang",
+            category="HARDWARE" if host else "NETWORK",
+            confidence=0.35,
+            root=ev,
+            root_label="the first collective of its process group never completed: "
+            + (
+                f"the GPUs of {host} could not reach each other peer-to-peer (every rank is on "
+                "that node)"
+                if host
+                else "the connections NCCL opens for it (GPU peer-to-peer within a node, the "
+                "network between nodes) did not carry it"
+            ),
+            culprit_hosts=[host] if host else [],
+            extra={
+                "first_collective": True,
+                "decided_by": "rule: every watchdog fired in the first collective (seq 1) of its "
+                "group, nothing on it ever completed and no rank logged a fault"
+                + ("; every rank on one node: GPU peer-to-peer" if host else ""),
+            },
+        )
 
     def _rule_unexplained_timeout(self, ctx: Context, s: _Situation) -> Verdict | None:
         if not (ctx.by_kind.get("watchdog_timeout") or ctx.by_kind.get("watchdog_failure")):
@@ -1068,6 +1127,7 @@ _DECISION_RULES: tuple[tuple[str, Callable[..., Verdict | None]], ...] = (
     ("the watchdog thread itself hung", VerdictAnalyzer._rule_watchdog_hung),
     ("an uncaught exception ended the log", VerdictAnalyzer._rule_uncaught),
     ("the job's last activity before the stall", VerdictAnalyzer._rule_activity),
+    ("the first collective of a group never completed", VerdictAnalyzer._rule_first_collective),
     ("a collective timeout no rank explains", VerdictAnalyzer._rule_unexplained_timeout),
     ("a worker killed by SIGKILL", VerdictAnalyzer._rule_sigkill),
     ("processes failed without a cause", VerdictAnalyzer._rule_failed_unexplained),

@@ -61,6 +61,11 @@ _RX: dict[str, re.Pattern[str]] = {
         r"Detected mismatch between collectives on ranks\. Rank (?P<a>\d+) is running collective: "
         r"(?P<fa>CollectiveFingerPrint\(.*?\)\)?), but Rank (?P<b>\d+) is running collective: (?P<fb>.*)"
     ),
+    # torch 1.10-1.12: each rank prints its own fingerprint (terminal wrapping may cut it)
+    "mismatch_self": re.compile(
+        r"Detected mismatch between collectives on ranks\. Rank (?P<r>\d+) is running "
+        r"inconsistent collective: (?P<fp>CollectiveFingerPrint\(.*)"
+    ),
     "mismatch_nccl": re.compile(r"Mismatched collective detected.*?around rank (?P<r>\d+)"),
     "oom_tried": re.compile(r"Tried to allocate (?P<n>[\d.]+ ?[KMGT]i?B)"),
     "oom_gpu": re.compile(r"GPU (?P<g>\d+) has a total capacity of (?P<cap>[\d.]+ ?[KMGT]i?B)"),
@@ -309,10 +314,29 @@ def _teardown_and_aborts(msg: str) -> tuple[Result, bool] | None:
     return None
 
 
+def _own_fingerprint(msg: str) -> tuple[Result, bool] | None:
+    """A rank's own collective fingerprint (``Rank N is running inconsistent collective:
+    CollectiveFingerPrint(…)``); the next line is needed while its shapes and dtypes are cut."""
+    if "is running inconsistent collective" not in msg:
+        return None
+    m = _RX["mismatch_self"].search(msg)
+    if m is None:
+        return ("collective_mismatch", {}), False
+    fp = m.group("fp")
+    f = {"rank_self": int(m.group("r")), "fingerprint": fp[:300]}
+    return ("collective_mismatch", f), "TensorDtypes=" not in fp
+
+
 # The NCCL family in the order its wordings must be tried (a reader that returns None
 # passes the message on; the teardown reader hands a teardown line carrying an NCCL
 # error to the other readers).
-_NCCL_READERS = (_watchdog_timeouts, _dump_signals, _async_errors, _teardown_and_aborts)
+_NCCL_READERS = (
+    _watchdog_timeouts,
+    _dump_signals,
+    _async_errors,
+    _teardown_and_aborts,
+    _own_fingerprint,
+)
 
 
 def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
