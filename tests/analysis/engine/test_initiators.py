@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from rankscope import analyze
 from rankscope.cli import parse_paths
 
@@ -95,3 +97,63 @@ def test_the_older_global_timeout_wording_is_a_notified_rank(tmp_path: Path) -> 
     loc = _doc(tmp_path, lines)["localization"]
     assert loc["initiator_ranks"] == [1]
     assert loc["notified_ranks"] == [5]
+
+
+# Every line a rank's own watchdog prints about its own work makes that rank an
+# initiator, whichever torch version printed it: the timeout itself, the exception
+# report that follows it (or replaces it when the excerpt lost the timeout line), the
+# desync report, the rank's signal to dump, and the watchdog thread's exit on an error.
+OWN_WORDINGS = {
+    "timeout": TIMEOUT.format(r=3, ms=600060),
+    "exception report": "[PG 1 Rank 3] Exception (either an error or timeout) detected by "
+    "watchdog at work: 1580, last enqueued NCCL work: 1582, last completed NCCL work: 1579.",
+    "desync report": "[PG 1 Rank 3] Timeout at NCCL work: 1580, last enqueued NCCL work: "
+    "1582, last completed NCCL work: 1579.",
+    "failure report": "[PG ID 1 PG GUID 1 Rank 3]  failure detected by watchdog at work "
+    "sequence id: 55485 PG status: last enqueued work: 55487, last completed work: 55484",
+    "first to signal": "[PG ID 1 PG GUID 1 Rank 3] First PG on this rank to signal dumping.",
+    "thread exit on a CUDA error": "[PG 2 Rank 3] Process group watchdog thread terminated "
+    "with exception: CUDA error: an illegal memory access was encountered",
+}
+
+
+@pytest.mark.parametrize("msg", list(OWN_WORDINGS.values()), ids=list(OWN_WORDINGS))
+def test_every_line_of_a_ranks_own_watchdog_makes_it_an_initiator(tmp_path: Path, msg: str) -> None:
+    lines = [
+        _glog(0, "08.408271257", TIMEOUT.format(r=0, ms=600060)),
+        _glog(3, "08.465224069", msg),
+    ]
+    assert _doc(tmp_path, lines)["localization"]["initiator_ranks"] == [0, 3]
+
+
+def test_a_stuck_watchdog_is_not_an_initiator(tmp_path: Path) -> None:
+    """The heartbeat monitor reports the watchdog thread itself hung: it caught no timeout."""
+    lines = [
+        _glog(
+            r,
+            "07.774540179",
+            f"[PG ID 5 PG GUID 42(TENSOR_MODEL_PARALLEL_GROUP) Rank {r}] ProcessGroupNCCL's "
+            "watchdog got stuck for 480 seconds without making progress in monitoring "
+            "enqueued collectives.",
+        )
+        for r in (1, 0)
+    ]
+    assert _doc(tmp_path, lines)["localization"]["initiator_ranks"] == []
+
+
+def test_the_oldest_wording_without_a_sequence_number_names_its_rank(tmp_path: Path) -> None:
+    """torch <= 1.9: no [rankN]: prefix and no SeqNum; the message's own [Rank N] tells."""
+    old = (
+        "[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, "
+        "Timeout(ms)=1800000) ran for {ms} milliseconds before timing out."
+    )
+    lines = [
+        "RuntimeError: NCCL communicator was aborted on rank 5.  Original reason for failure "
+        "was: " + old.format(r=5, ms=1800849),
+        "terminate called after throwing an instance of 'std::runtime_error'",
+        "  what():  " + old.format(r=7, ms=1800895),
+    ]
+    doc = _doc(tmp_path, lines)
+    assert doc["localization"]["initiator_ranks"] == [5, 7]
+    f = next(x for x in doc["findings"] if x["kind"] == "nccl_watchdog_timeout")
+    assert f["evidence"][0]["line"] == 1  # read on its own line, not glued to the next
