@@ -157,3 +157,23 @@ def test_the_oldest_wording_without_a_sequence_number_names_its_rank(tmp_path: P
     assert doc["localization"]["initiator_ranks"] == [5, 7]
     f = next(x for x in doc["findings"] if x["kind"] == "nccl_watchdog_timeout")
     assert f["evidence"][0]["line"] == 1  # read on its own line, not glued to the next
+
+
+def test_a_date_column_to_the_minute_before_the_rank_prefix(tmp_path: Path) -> None:
+    """A web console's " YYYY-MM-DD HH:MM " column: the rank is [rankN]:'s global rank, not
+    the sub-group's [Rank N], and the order comes from torch's finer stamp."""
+    lines = [
+        " 2026-03-24 12:54 " + _glog(13, "22.864467604", TIMEOUT.format(r=1, ms=600045)),
+        " 2026-03-24 12:54 " + _glog(15, "22.883327702", TIMEOUT.format(r=1, ms=600045)),
+        " 2026-03-24 12:54 "
+        + _glog(
+            12,
+            "23.314069184",
+            "[PG ID 13 PG GUID 143 Rank 0] Timeout at NCCL work: 87, "
+            "last enqueued NCCL work: 87, last completed NCCL work: 86.",
+        ),
+    ]
+    loc = _doc(tmp_path, lines)["localization"]
+    assert loc["initiator_ranks"] == [12, 13, 15]
+    assert loc["first_initiator"]["rank"] == 13
+    assert loc["first_initiator"]["by"] == "timestamp"
