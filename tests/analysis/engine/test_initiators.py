@@ -177,3 +177,35 @@ def test_a_date_column_to_the_minute_before_the_rank_prefix(tmp_path: Path) -> N
     assert loc["initiator_ranks"] == [12, 13, 15]
     assert loc["first_initiator"]["rank"] == 13
     assert loc["first_initiator"]["by"] == "timestamp"
+
+
+def _stuck(r: int, seq: int, op: str) -> list[str]:
+    work = f"WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=32, NumelOut=32, Timeout(ms)=600000)"
+    return [
+        _glog(
+            r,
+            "22.864467604",
+            f"[Rank {r}] Watchdog caught collective operation timeout: {work} ran for 600045 "
+            "milliseconds before timing out.",
+        ),
+        _glog(
+            r,
+            "22.864535778",
+            f"[PG 1 Rank {r}] Exception (either an error or timeout) detected by watchdog at "
+            f"work: {seq}, last enqueued NCCL work: {seq + 2}, last completed NCCL work: {seq - 1}.",
+        ),
+    ]
+
+
+@pytest.mark.parametrize(("seq1", "together"), [(216, True), (57, False)])
+def test_initiators_at_different_sequence_numbers_are_not_in_one_collective(
+    tmp_path: Path, seq1: int, together: bool
+) -> None:
+    """Every rank timed out, but waiting on different collectives of the group (a desync,
+    e.g. two threads issuing on one communicator): not "every rank entered the stuck
+    collective", which would point at the fabric."""
+    doc = _doc(tmp_path, _stuck(0, 216, "ALLTOALL_BASE") + _stuck(1, seq1, "ALLTOALL_BASE"))
+    assert doc["localization"]["initiator_ranks"] == [0, 1]
+    kinds = {f["kind"] for f in doc["findings"]}
+    assert ("all_ranks_in_collective" in kinds) is together
+    assert (doc["triage"]["category"] == "NETWORK") is together
