@@ -32,10 +32,12 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
     ("srun", re.compile(r"\s*(?P<v>\d{1,6}):\s")),
     ("ray", re.compile(r"\((?P<v>[\w.]+) pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
     ("stream", re.compile(r"(?P<v>[\w.-]+) \[std(?:out|err)\]:?\s*")),
+    # a date column, to the second or (a web console's) to the minute, maybe indented
     (
         "date",
         re.compile(
-            r"\[?(?P<v>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)(?:Z|[+-]\d\d:?\d\d)?\]?[:\s]\s*"
+            r"\s*\[?(?P<v>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)"
+            r"(?:Z|[+-]\d\d:?\d\d)?\]?[:\s]\s*"
         ),
     ),
     (
@@ -56,7 +58,7 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
 # The wrappers that can match a line starting with a given ASCII character (first
 # characters: "[" viewer/mpi/local/tag/date/dmesg/kts, "(" ray, digits
 # srun/stream/date/xla_dist,
-# whitespace srun, A-Z stream/syslog, a-z stream/pdsh, "_" "." "-" stream), in their
+# whitespace srun/date, A-Z stream/syslog, a-z stream/pdsh, "_" "." "-" stream), in their
 # order above; any other ASCII character starts none; a non-ASCII one tries them all.
 def _first_char_wrappers(c: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
     if c == "[":
@@ -66,7 +68,7 @@ def _first_char_wrappers(c: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
     elif c.isdigit():
         names = ("srun", "stream", "date", "xla_dist")
     elif c.isspace():
-        names = ("srun",)
+        names = ("srun", "date")
     elif "A" <= c <= "Z":
         names = ("stream", "syslog")
     elif "a" <= c <= "z":

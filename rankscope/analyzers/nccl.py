@@ -12,8 +12,10 @@ Roles (one per rank and process group):
 ranks that printed a timeout / failure / async error / dump-signal line of their own
 watchdog, plus every rank that a notified rank names in "Received a dump signal due to
 a collective timeout from  rank N" (N's watchdog broadcast the signal, even when N's
-own log is not in the upload). ``first_initiator`` is the one that fired first, only
-where the logs can order them (timestamps, or one file's print order).
+own log is not in the upload). Not an initiator: a rank whose heartbeat monitor found
+the watchdog stuck (``watchdog_hang``: the thread hung, it caught nothing).
+``first_initiator`` is the one that fired first, only where the logs can order them
+(timestamps, or one file's print order).
 The initiator is usually a victim; the culprit often never logs a timeout.
 Only PG 0's heartbeat prints dump-signal lines, with PG 0's counters.
 """
@@ -269,6 +271,13 @@ def _coverage(st: _State, ctx: Context) -> None:
         and r["last_completed"] is not None
         and r["last_enqueued"] > r["last_completed"]
     }
+    # ranks of one group waiting at different sequence numbers are not in one collective
+    # (a desync: each waits on a collective the others never issue)
+    apart = any(
+        r["seq"] is not None and st.targets.get(r["pg"]) not in (None, r["seq"])
+        for r in st.ordered
+        if r["rank"] in in_coll and r["role"] == "initiator"
+    )
     world = ctx.doc["job"].get("world_size") or len(seen)
     if with_state and len(with_state) >= 0.5 * max(1, len(seen)):
         st.silent = sorted(seen - with_state)
@@ -280,6 +289,7 @@ def _coverage(st: _State, ctx: Context) -> None:
         and not st.stragglers
         and not st.ahead
         and not st.silent
+        and not apart
         and len(in_coll) >= max(2, int(0.9 * world))
     )
 

@@ -16,8 +16,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+# torch <= 1.9 prints no SeqNum: "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000)"
 WORK = re.compile(
-    r"WorkNCCL\(SeqNum=(?P<seq>\d+), OpType=(?P<op>\w+)"
+    r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
     r"(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?, Timeout\(ms\)=(?P<to>\d+)\)"
 )
 PG = re.compile(
@@ -131,11 +132,9 @@ def _work_fields(msg: str) -> dict[str, Any]:
     m = WORK.search(msg)
     if not m:
         return {}
-    f: dict[str, Any] = {
-        "seq": int(m.group("seq")),
-        "op": m.group("op"),
-        "timeout_ms": int(m.group("to")),
-    }
+    f: dict[str, Any] = {"op": m.group("op"), "timeout_ms": int(m.group("to"))}
+    if m.group("seq") is not None:
+        f["seq"] = int(m.group("seq"))
     w = WORK_RANK.search(msg)
     if w:
         f["work_rank"] = int(w.group("r"))
@@ -204,7 +203,7 @@ def _watchdog_timeouts(msg: str) -> tuple[Result, bool] | None:
             f["glued"] = True  # printed behind other output on the same line
         if "thread terminated with exception" in msg:
             f["via"] = "watchdog_exit"
-        return ("watchdog_timeout", f), "seq" not in f
+        return ("watchdog_timeout", f), "op" not in f
     for key, marker in _WATCHDOG_MARKERS:
         if marker in msg:
             m = _RX[key].search(msg)
@@ -263,10 +262,10 @@ def _async_errors(msg: str) -> tuple[Result, bool] | None:
         code = re.search(r"nccl\w+Error|ncclInvalid\w+", msg)
         if code:
             f["nccl_code"] = code.group(0)
-        return ("async_exception", f), "seq" not in f
+        return ("async_exception", f), "op" not in f
     if "timed out in blocking wait" in msg:
         f = _work_fields(msg)
-        return ("blocking_wait_timeout", f), "seq" not in f
+        return ("blocking_wait_timeout", f), "op" not in f
     return None
 
 
