@@ -63,6 +63,8 @@ _TAIL_LINES = 300
 #     ending a job whose root cause was something else (a stuck job reaching its limit).
 # So Xid/AER lines in dmesg, an nvidia-smi reading, an NCCL WARN or a retry loop that the
 # log simply stops after are a hang; the same lines followed by a traceback are a crash.
+# A GPU that fell off the bus mid-job (Xid 79) is the exception: its processes lost their
+# device, none can go on waiting on it.
 _EXIT_KINDS = {
     "python_exception",
     "traceback",
@@ -111,8 +113,10 @@ _EXIT_WORDS = re.compile(
 )
 # a logging level word before the exception: the program logged it and went on
 _LOGGED = re.compile(r"(?:^|[\s\[:|-])(?:WARNING|WARN|INFO|DEBUG)(?:[\]\s:|-]|$)")
-# Xid 45: the driver tore down the GPU channels of a process that was ending
-_EXIT_XIDS = {45}
+# Xid 45: the driver tore down the GPU channels of a process that was ending; Xid 79: the
+# GPU left the bus while the driver ran — every later CUDA call of the processes on it fails
+# (the device is gone until a reset), so they end (not printed at probe, where no job ran)
+_EXIT_XIDS = {45, 79}
 _WAIT_TIMEOUT = re.compile(
     r"Socket Timeout|[Tt]imed out waiting|[Ww]ait timeout|exit barrier"
     r"|collective operation timeout|Read timeout \["  # gloo's collective timeout
@@ -699,8 +703,12 @@ class VerdictAnalyzer:
         else:
             ended = exit_evidence(ctx, e)
             shape = "crash" if ended is not None else "hang"
+            lost = ended is not None and ended.kind == "xid" and ended.fields.get("xid") == 79
             shape_rule = (
-                f"crash: a process ended ({ended.file}:{ended.line})"
+                f"crash: the GPU fell off the bus ({ended.file}:{ended.line}), the processes "
+                "on it lost their device"
+                if lost and ended is not None
+                else f"crash: a process ended ({ended.file}:{ended.line})"
                 if ended is not None
                 else "hang: no line says a process exited or was killed because of it"
             )

@@ -119,3 +119,25 @@ def test_a_caught_exception_or_a_clean_exit_is_not_exit_evidence() -> None:
         "(pid: 4242) of binary: /usr/bin/python3\n"
     )
     assert _shape({"worker-3.log": IB_WARN + failed}) == "crash"
+
+
+def test_a_gpu_that_fell_off_the_bus_mid_job_is_a_crash() -> None:
+    """Xid 79 is printed by the running driver when a GPU leaves the bus: the processes on it
+    lose their device and end, whatever else the upload shows. The same words at probe
+    (driver load, no Xid) concern a GPU no job ran on, and an Xid that leaves the GPU in
+    place (48, a DBE) stays a hang when nothing after it exits."""
+    xid79 = (
+        "[Fri Sep 20 21:29:39 2024] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', "
+        "name=<unknown>, GPU has fallen off the bus.\n"
+    )
+    doc = _triage({"dmesg.txt": xid79})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "HARDWARE")
+    assert "fell off the bus" in doc["root_cause"]["decided_by"]
+    probe = (
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:3b:00.0\n"
+        "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+        "               NVRM: fallen off the bus and is not responding to commands.\n"
+        "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n"
+    )
+    assert _shape({"dmesg.txt": probe}) == "hang"
+    assert _shape({"dmesg.txt": XID}) == "hang"
