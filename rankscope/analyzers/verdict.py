@@ -111,6 +111,11 @@ _EXIT_WORDS = re.compile(
     r"|oom[-_]kill|\b[Ee]victed\b|killed by signal|: task \d+: Killed|Assertion `.*` failed"
     r"|Failed, NCCL error|Test NCCL failure"
 )
+# NCCL's CUDACHECK ("Cuda failure '…'") returns ncclUnhandledCudaError from the NCCL call;
+# printed by the process's main thread (NCCL's ``host:pid:tid``, tid = pid) the call was the
+# program's own (PyTorch enqueues collectives there) and the error is raised in it at once.
+# Frameworks that call NCCL from a background thread (Horovod, TensorFlow) may just stop.
+_NCCL_MAIN_THREAD_CUDA_FAILURE = re.compile(r":(\d+):(\d+) \[\d+\] \S+:\d+ NCCL WARN Cuda failure ")
 # a logging level word before the exception: the program logged it and went on
 _LOGGED = re.compile(r"(?:^|[\s\[:|-])(?:WARNING|WARN|INFO|DEBUG)(?:[\]\s:|-]|$)")
 # Xid 45: the driver tore down the GPU channels of a process that was ending; Xid 79: the
@@ -138,6 +143,9 @@ def _exit_line(e: Event) -> bool:
     if sig is not None and sig.category is None and sig.shape == "crash":
         return True  # a catalogued "process ended" symptom (signatures.py)
     if e.kind in _EXIT_KINDS - {"python_exception"} or _EXIT_WORDS.search(e.text):
+        return True
+    nccl = _NCCL_MAIN_THREAD_CUDA_FAILURE.search(e.text)
+    if nccl is not None and nccl.group(1) == nccl.group(2):
         return True
     m = _RAISED.search(e.text)
     if m is None and e.kind != "python_exception":

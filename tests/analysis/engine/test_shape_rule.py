@@ -141,3 +141,15 @@ def test_a_gpu_that_fell_off_the_bus_mid_job_is_a_crash() -> None:
     )
     assert _shape({"dmesg.txt": probe}) == "hang"
     assert _shape({"dmesg.txt": XID}) == "hang"
+
+
+def test_an_nccl_cuda_failure_on_the_main_thread_is_raised_in_the_program() -> None:
+    """NCCL returns "Cuda failure" from the call; printed by the main thread (``pid:tid``
+    equal) the call was the program's own and the framework raises it: a crash. The same
+    line from a background thread (Horovod/TensorFlow call NCCL there) ends nothing by
+    itself: the job waits."""
+    main = "gpu-a07:4211:4211 [0] enqueue.cc:1085 NCCL WARN Cuda failure 'out of memory'\n"
+    doc = _triage({"train.log": "step 10 loss 2.0\n" + main})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+    background = main.replace(":4211:4211 ", ":4211:4390 ")
+    assert _shape({"train.log": "step 10 loss 2.0\n" + background}) == "hang"
