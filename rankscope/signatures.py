@@ -49,6 +49,9 @@ class Signature:
     # the cause is a limit or setting every rank shares (the container's /dev/shm, a build):
     # the rank whose output shows the line is not a culprit of its own
     shared: bool = False
+    # a network failure in the logging process's own setup (its provider, device or verbs
+    # library), not on a link to a peer: the ranks that log it are the culprits
+    local: bool = False
     rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -594,6 +597,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "[ 1632.420956] infiniband efa_0: Failed to process command ALLOC_PD (opcode 14) comp_status 1 err -12",
         ),
         0.85,
+        local=True,
     ),
     S(
         "ib-completion-error",

@@ -760,7 +760,11 @@ class VerdictAnalyzer:
             v.culprit_hosts = hosts
         elif cat == "NETWORK":
             nccl = ctx.facts.nccl
-            v.culprit_ranks = []
+            seen = len(ctx.doc["job"].get("ranks_seen") or [])
+            # a fabric error is seen from both ends; a local setup failure (``local``) that
+            # only some ranks log is theirs
+            own = sig is not None and sig.local and ranks and len(ranks) < 0.5 * seen
+            v.culprit_ranks = ranks[:64] if own else []
             all_hosts = set(ctx.doc["job"].get("hosts", {}))
             v.culprit_hosts = (
                 hosts if hosts and all_hosts and len(set(hosts)) < 0.5 * len(all_hosts) else []
