@@ -418,9 +418,11 @@ CATALOGUE: tuple[Signature, ...] = (
         "edac-uncorrected-memory",
         (r"EDAC MC[0-9]+: [0-9]+ UE ",),
         r"EDAC (?P<mc>MC\d+): (?P<n>\d+) UE (?P<what>[^(]*)",
-        "The host's memory controller reports an uncorrectable (UE) DIMM error.",
+        "The host's memory controller reports an uncorrectable (UE) DIMM error: the data is "
+        "lost, and the kernel kills the processes that map the poisoned page (SIGBUS) or "
+        "panics when it held kernel data — the job on that node ends.",
         "HARDWARE",
-        None,
+        "crash",
         "fatal",
         "Drain the node and have the DIMM named in the message replaced (edac-util / ipmitool sel list).",
         (

@@ -153,3 +153,16 @@ def test_an_nccl_cuda_failure_on_the_main_thread_is_raised_in_the_program() -> N
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
     background = main.replace(":4211:4211 ", ":4211:4390 ")
     assert _shape({"train.log": "step 10 loss 2.0\n" + background}) == "hang"
+
+
+def test_an_uncorrectable_host_memory_error_ends_the_job_and_is_no_gpu_failure() -> None:
+    """A UE on a DIMM: the kernel kills the processes that map the poisoned page or panics,
+    so the job on that node ends — a crash, told as a hardware (not GPU) failure."""
+    ue = (
+        "[11189.970968] EDAC MC2: 1 UE memory read error on CPU_SrcID#0_MC#0_Chan#1_DIMM#0 "
+        "(channel:1 slot:0 page:0x1a2b3c offset:0x140 grain:32 -  err_code:0101:0092 "
+        "socket:0 imc:0 rank:0 bg:1 ba:0 row:1a1e8 col:180)\n"
+    )
+    doc = _triage({"dmesg.txt": ue})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "HARDWARE")
+    assert doc["triage"]["summary"].startswith("Hardware failure")
