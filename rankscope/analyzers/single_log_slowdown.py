@@ -21,6 +21,7 @@ PCIE_FLOOR_GBS = 4.0  # a quarter of PCIe Gen3 x16 (~16 GB/s per direction, PCI-
 # using any intra-node link at its rate (peer-to-peer off, traffic through the CPU)
 PCIE_FLOOR_SIZE = 8 << 20
 RUNNING_FELL = 0.01  # a printed running mean must fall by more than its rounding to count
+LONG_SERIES = 12  # prints from which one slow interval at the end is not enough
 MIN_COMPARED = 3  # steps two runs must share (after the first) to be compared
 _VERSION = re.compile(r"(?<![\d.])v?(\d+(?:\.\d+)+)")
 
@@ -247,7 +248,8 @@ class SingleLogSlowAnalyzer:
         mean of all the steps before it. The earlier mean is a baseline of that many steps,
         so even three prints decide; the printed mean itself must fall by more than its
         rounding (``RUNNING_FELL``), and every interval from there to the end must be slow
-        (a slow interval the run recovered from is a checkpoint or an evaluation)."""
+        (a slow interval the run recovered from is a checkpoint or an evaluation) — at
+        least two of them on a series of ``LONG_SERIES`` prints or more."""
         drop = ctx.options.throughput_drop
         for r in ctx.results:
             if r.metrics is None or not r.facts.get("iteration_throughput_from_running_mean"):
@@ -274,6 +276,8 @@ class SingleLogSlowAnalyzer:
             ]
             if not slow or any(j not in slow for j in range(slow[0], ks.size)):
                 continue
+            if ks.size >= LONG_SERIES and ks.size - slow[0] < 2:
+                continue  # a long run slow only at its last print: its end, not a trend
             i = slow[0]
             return self._declare_running(ctx, r, ks, rate, mean, i, steps)
         return None

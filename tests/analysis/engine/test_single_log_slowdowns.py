@@ -296,3 +296,19 @@ def test_two_files_that_are_not_two_runs_are_not_compared(tmp_path) -> None:
         },
     )
     assert doc["triage"]["shape"] == "none"
+
+
+def test_a_long_running_mean_slow_only_at_its_last_print_is_not_a_trend(tmp_path) -> None:
+    """Twenty prints at full speed, then one slow interval: the end of the log, not a
+    trend; two slow intervals are."""
+    pts, t = [], 0.0
+    for n in range(100, 2100, 100):
+        t += 100 / 200.0
+        pts.append((n, n / t))
+    t += 100 / 40.0
+    last = [(2100, 2100 / t)]
+    assert _engine(tmp_path, "bench.log", _running(pts + last))["triage"]["shape"] == "none"
+    t += 100 / 40.0
+    both = [*last, (2200, 2200 / t)]
+    doc = _engine(tmp_path, "bench.log", _running(pts + both))
+    assert doc["triage"]["shape"] == "slow"
