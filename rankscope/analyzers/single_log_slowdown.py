@@ -15,6 +15,7 @@ import numpy as np
 from ..model import Event
 from . import Context, register_analyzer
 from ._rc import row_event
+from .slowdown import _group_median
 
 PCIE_FLOOR_GBS = 4.0  # a quarter of PCIe Gen3 x16 (~16 GB/s per direction, PCI-SIG): the
 # slowest link two GPUs of one node share; a ≥ 8 MiB all-GPU collective below it is not
@@ -259,11 +260,11 @@ class SingleLogSlowAnalyzer:
                 continue
             steps = t.column("step").to_numpy(zero_copy_only=False).astype(float)
             rates = t.column("throughput").to_numpy(zero_copy_only=False).astype(float)
-            ok = np.isfinite(steps) & np.isfinite(rates) & (rates > 0)
-            ks = np.unique(steps[ok])
-            if ks.size < 3:
+            per = _group_median(steps, np.where(rates > 0, rates, np.nan))
+            if len(per) < 3:
                 continue
-            rate = np.array([np.median(rates[ok & (steps == k)]) for k in ks])
+            ks = np.array(sorted(per), dtype=float)
+            rate = np.array([per[int(k)] for k in ks])
             # the running mean at each print, rebuilt from the interval rates
             spent = np.cumsum(np.diff(np.concatenate(([0.0], ks))) / rate)
             mean = ks / spent
@@ -333,8 +334,7 @@ class SingleLogSlowAnalyzer:
                 continue
             steps = t.column("step").to_numpy(zero_copy_only=False).astype(float)
             v = t.column(col).to_numpy(zero_copy_only=False).astype(float)
-            ok = np.isfinite(steps) & np.isfinite(v) & (v > 0)
-            per = {int(k): float(np.median(v[ok & (steps == k)])) for k in np.unique(steps[ok])}
+            per = _group_median(steps, np.where(v > 0, v, np.nan))
             if per:
                 runs[r.name] = (
                     r,
