@@ -49,6 +49,9 @@ class Signature:
     # the cause is a limit or setting every rank shares (the container's /dev/shm, a build):
     # the rank whose output shows the line is not a culprit of its own
     shared: bool = False
+    # a network failure in the logging process's own setup (its provider, device or verbs
+    # library), not on a link to a peer: the ranks that log it are the culprits
+    local: bool = False
     rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -415,9 +418,11 @@ CATALOGUE: tuple[Signature, ...] = (
         "edac-uncorrected-memory",
         (r"EDAC MC[0-9]+: [0-9]+ UE ",),
         r"EDAC (?P<mc>MC\d+): (?P<n>\d+) UE (?P<what>[^(]*)",
-        "The host's memory controller reports an uncorrectable (UE) DIMM error.",
+        "The host's memory controller reports an uncorrectable (UE) DIMM error: the data is "
+        "lost, and the kernel kills the processes that map the poisoned page (SIGBUS) or "
+        "panics when it held kernel data — the job on that node ends.",
         "HARDWARE",
-        None,
+        "crash",
         "fatal",
         "Drain the node and have the DIMM named in the message replaced (edac-util / ipmitool sel list).",
         (
@@ -594,6 +599,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "[ 1632.420956] infiniband efa_0: Failed to process command ALLOC_PD (opcode 14) comp_status 1 err -12",
         ),
         0.85,
+        local=True,
     ),
     S(
         "ib-completion-error",

@@ -105,7 +105,10 @@ def summary(ctx: Context, v: Verdict) -> str:
             or str(f.get("detail", "")).rsplit(",", 1)[-1].strip(" .")[:60]
         )
         det = f" ({name})" if name else ""
-        return f"GPU failure{xid}{det} on {', '.join(v.culprit_hosts) or where or 'one node'}{after} — drain that node, restart from the last checkpoint without it."
+        # a host fault (memory, CPU, a PCIe device that is not a GPU) is no GPU failure
+        host_fault = root is not None and "sig" in f and "GPU" not in v.root_label
+        what = "Hardware failure" if host_fault else "GPU failure"
+        return f"{what}{xid}{det} on {', '.join(v.culprit_hosts) or where or 'one node'}{after} — drain that node, restart from the last checkpoint without it."
     if v.category == "NETWORK":
         return _network_summary(ctx, v)
     if v.category == "NUMERICAL":

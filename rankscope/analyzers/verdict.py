@@ -63,6 +63,8 @@ _TAIL_LINES = 300
 #     ending a job whose root cause was something else (a stuck job reaching its limit).
 # So Xid/AER lines in dmesg, an nvidia-smi reading, an NCCL WARN or a retry loop that the
 # log simply stops after are a hang; the same lines followed by a traceback are a crash.
+# A GPU that fell off the bus mid-job (Xid 79) is the exception: its processes lost their
+# device, none can go on waiting on it.
 _EXIT_KINDS = {
     "python_exception",
     "traceback",
@@ -109,10 +111,17 @@ _EXIT_WORDS = re.compile(
     r"|oom[-_]kill|\b[Ee]victed\b|killed by signal|: task \d+: Killed|Assertion `.*` failed"
     r"|Failed, NCCL error|Test NCCL failure"
 )
+# NCCL's CUDACHECK ("Cuda failure '…'") returns ncclUnhandledCudaError from the NCCL call;
+# printed by the process's main thread (NCCL's ``host:pid:tid``, tid = pid) the call was the
+# program's own (PyTorch enqueues collectives there) and the error is raised in it at once.
+# Frameworks that call NCCL from a background thread (Horovod, TensorFlow) may just stop.
+_NCCL_MAIN_THREAD_CUDA_FAILURE = re.compile(r":(\d+):(\d+) \[\d+\] \S+:\d+ NCCL WARN Cuda failure ")
 # a logging level word before the exception: the program logged it and went on
 _LOGGED = re.compile(r"(?:^|[\s\[:|-])(?:WARNING|WARN|INFO|DEBUG)(?:[\]\s:|-]|$)")
-# Xid 45: the driver tore down the GPU channels of a process that was ending
-_EXIT_XIDS = {45}
+# Xid 45: the driver tore down the GPU channels of a process that was ending; Xid 79: the
+# GPU left the bus while the driver ran — every later CUDA call of the processes on it fails
+# (the device is gone until a reset), so they end (not printed at probe, where no job ran)
+_EXIT_XIDS = {45, 79}
 _WAIT_TIMEOUT = re.compile(
     r"Socket Timeout|[Tt]imed out waiting|[Ww]ait timeout|exit barrier"
     r"|collective operation timeout|Read timeout \["  # gloo's collective timeout
@@ -137,6 +146,9 @@ def _exit_line(e: Event) -> bool:
     if sig is not None and sig.category is None and sig.shape == "crash":
         return True  # a catalogued "process ended" symptom (signatures.py)
     if e.kind in _EXIT_KINDS - {"python_exception"} or _EXIT_WORDS.search(e.text):
+        return True
+    nccl = _NCCL_MAIN_THREAD_CUDA_FAILURE.search(e.text)
+    if nccl is not None and nccl.group(1) == nccl.group(2):
         return True
     m = _RAISED.search(e.text)
     if m is None and e.kind != "python_exception":
@@ -758,8 +770,12 @@ class VerdictAnalyzer:
         else:
             ended = exit_evidence(ctx, e)
             shape = "crash" if ended is not None else "hang"
+            lost = ended is not None and ended.kind == "xid" and ended.fields.get("xid") == 79
             shape_rule = (
-                f"crash: a process ended ({ended.file}:{ended.line})"
+                f"crash: the GPU fell off the bus ({ended.file}:{ended.line}), the processes "
+                "on it lost their device"
+                if lost and ended is not None
+                else f"crash: a process ended ({ended.file}:{ended.line})"
                 if ended is not None
                 else "hang: no line says a process exited or was killed because of it"
             )
@@ -803,7 +819,11 @@ class VerdictAnalyzer:
             v.culprit_hosts = hosts
         elif cat == "NETWORK":
             nccl = ctx.facts.nccl
-            v.culprit_ranks = []
+            seen = len(ctx.doc["job"].get("ranks_seen") or [])
+            # a fabric error is seen from both ends; a local setup failure (``local``) that
+            # only some ranks log is theirs
+            own = sig is not None and sig.local and ranks and len(ranks) < 0.5 * seen
+            v.culprit_ranks = ranks[:64] if own else []
             all_hosts = set(ctx.doc["job"].get("hosts", {}))
             v.culprit_hosts = (
                 hosts if hosts and all_hosts and len(set(hosts)) < 0.5 * len(all_hosts) else []

@@ -393,7 +393,7 @@ def _interval_rates(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
     the rate over each interval between printed steps: ``(N₂-N₁) / (N₂/S₂ - N₁/S₁)``.
     A running mean hides a drop (1,000 steps at full speed dilute ten slow ones); the
     interval rate shows it. Per rank, the median of the rows at each step; the first
-    printed step has no interval (None)."""
+    printed step's interval is every step since timing began: its rate is the mean itself."""
     by: dict[tuple[Any, int], list[float]] = {}
     for r in rows:
         if r[5] is not None and r[1] is not None and r[1] > 0:
@@ -404,7 +404,9 @@ def _interval_rates(rows: list[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
         vals = sorted(by[(rank, step)])
         mean = vals[len(vals) // 2]
         prev = last.get(rank)
-        if prev is not None and mean > 0 and prev[1] > 0:
+        if prev is None and mean > 0:
+            rate[(rank, step)] = mean
+        elif prev is not None and mean > 0 and prev[1] > 0:
             dt = step / mean - prev[0] / prev[1]
             if dt > 0:
                 rate[(rank, step)] = (step - prev[0]) / dt

@@ -119,3 +119,50 @@ def test_a_caught_exception_or_a_clean_exit_is_not_exit_evidence() -> None:
         "(pid: 4242) of binary: /usr/bin/python3\n"
     )
     assert _shape({"worker-3.log": IB_WARN + failed}) == "crash"
+
+
+def test_a_gpu_that_fell_off_the_bus_mid_job_is_a_crash() -> None:
+    """Xid 79 is printed by the running driver when a GPU leaves the bus: the processes on it
+    lose their device and end, whatever else the upload shows. The same words at probe
+    (driver load, no Xid) concern a GPU no job ran on, and an Xid that leaves the GPU in
+    place (48, a DBE) stays a hang when nothing after it exits."""
+    xid79 = (
+        "[Fri Sep 20 21:29:39 2024] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', "
+        "name=<unknown>, GPU has fallen off the bus.\n"
+    )
+    doc = _triage({"dmesg.txt": xid79})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "HARDWARE")
+    assert "fell off the bus" in doc["root_cause"]["decided_by"]
+    probe = (
+        "[ 1843.308145] NVRM: The NVIDIA GPU 0000:3b:00.0\n"
+        "               NVRM: (PCI ID: 10de:26b5) installed in this system has\n"
+        "               NVRM: fallen off the bus and is not responding to commands.\n"
+        "[ 1843.439662] NVRM: The NVIDIA probe routine failed for 1 device(s).\n"
+    )
+    assert _shape({"dmesg.txt": probe}) == "hang"
+    assert _shape({"dmesg.txt": XID}) == "hang"
+
+
+def test_an_nccl_cuda_failure_on_the_main_thread_is_raised_in_the_program() -> None:
+    """NCCL returns "Cuda failure" from the call; printed by the main thread (``pid:tid``
+    equal) the call was the program's own and the framework raises it: a crash. The same
+    line from a background thread (Horovod/TensorFlow call NCCL there) ends nothing by
+    itself: the job waits."""
+    main = "gpu-a07:4211:4211 [0] enqueue.cc:1085 NCCL WARN Cuda failure 'out of memory'\n"
+    doc = _triage({"train.log": "step 10 loss 2.0\n" + main})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+    background = main.replace(":4211:4211 ", ":4211:4390 ")
+    assert _shape({"train.log": "step 10 loss 2.0\n" + background}) == "hang"
+
+
+def test_an_uncorrectable_host_memory_error_ends_the_job_and_is_no_gpu_failure() -> None:
+    """A UE on a DIMM: the kernel kills the processes that map the poisoned page or panics,
+    so the job on that node ends — a crash, told as a hardware (not GPU) failure."""
+    ue = (
+        "[11189.970968] EDAC MC2: 1 UE memory read error on CPU_SrcID#0_MC#0_Chan#1_DIMM#0 "
+        "(channel:1 slot:0 page:0x1a2b3c offset:0x140 grain:32 -  err_code:0101:0092 "
+        "socket:0 imc:0 rank:0 bg:1 ba:0 row:1a1e8 col:180)\n"
+    )
+    doc = _triage({"dmesg.txt": ue})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "HARDWARE")
+    assert doc["triage"]["summary"].startswith("Hardware failure")

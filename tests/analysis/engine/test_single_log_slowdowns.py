@@ -220,3 +220,95 @@ def test_nccl_tests_across_nodes_over_sockets_is_slow(tmp_path) -> None:
     doc = _engine(tmp_path, "all_reduce_perf.log", text + "\n")
     assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "NETWORK"
     assert "sockets" in doc["triage"]["summary"]
+
+
+def _engine_files(tmp_path, files: dict[str, str]) -> dict:
+    from rankscope import analyze
+    from rankscope.cli import parse_paths
+
+    paths = []
+    for name, text in files.items():
+        p = tmp_path / name
+        p.write_text(text)
+        paths.append(p)
+    return analyze(parse_paths(paths, jobs=1))
+
+
+def _running(points: list[tuple[int, float]]) -> str:
+    """Eight ranks print the same running-mean images/sec line at each step."""
+    return "".join(
+        f"{n}\timages/sec: {v:.1f} +/- 0.5 (jitter = 15.0)\t7.1\n"
+        for n, v in points
+        for _ in range(8)
+    )
+
+
+def test_a_running_mean_that_falls_at_the_end_of_a_short_excerpt_is_slow(tmp_path) -> None:
+    """Three prints are enough when the throughput is a mean since timing began: 500 steps
+    at 200/s, then a mean of 190 ten steps later means those ten ran ~3.7x slower."""
+    doc = _engine(tmp_path, "bench.log", _running([(500, 200.0), (510, 200.0), (520, 190.0)]))
+    assert doc["triage"]["shape"] == "slow"
+    sd = doc["localization"]["slowdown"]
+    assert sd["onset_step"] == 520 and 3.5 < sd["factor"] < 4
+    # the run recovered: one slow interval (a checkpoint, an evaluation) is not a slowdown
+    back = [(500, 200.0), (510, 200.0), (520, 190.0), (530, 192.0), (540, 193.5)]
+    assert _engine(tmp_path, "bench.log", _running(back))["triage"]["shape"] == "none"
+    # a mean that moves by its rounding only is steady
+    flat = [(500, 200.0), (510, 200.0), (520, 199.9)]
+    assert _engine(tmp_path, "bench.log", _running(flat))["triage"]["shape"] == "none"
+
+
+def _epochs(times: list[float], stamp: str | None = None) -> str:
+    out = ""
+    for i, t in enumerate(times, start=1):
+        pre = f"{stamp}:{i:02d}:00 " if stamp else ""
+        out += f"{pre}INFO:train:Epoch {i:3d} time {t:5.1f} lr = 0.1 avg_loss = 0.1 acc = 99.0\n"
+    return out
+
+
+def test_two_runs_of_one_workload_one_slower_at_every_epoch(tmp_path) -> None:
+    fast, slow = [16.0, 10.0, 10.2, 10.1, 10.0], [19.0, 12.6, 12.5, 12.7, 12.6]
+    doc = _engine_files(tmp_path, {"run_a.log": _epochs(fast), "run_b.log": _epochs(slow)})
+    assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "UNKNOWN"
+    assert "run_b.log" in doc["triage"]["summary"]
+    # the names differ only in a version: that version is what differs between the runs
+    (tmp_path / "v").mkdir()
+    doc = _engine_files(
+        tmp_path / "v", {"train_torch2.1.log": _epochs(fast), "train_torch2.2.log": _epochs(slow)}
+    )
+    assert doc["triage"]["shape"] == "slow" and doc["triage"]["category"] == "SOFTWARE"
+    assert "2.1 → 2.2" in doc["triage"]["summary"]
+
+
+def test_two_files_that_are_not_two_runs_are_not_compared(tmp_path) -> None:
+    fast, slow = [16.0, 10.0, 10.2, 10.1, 10.0], [19.0, 12.6, 12.5, 12.7, 12.6]
+    # not slower at every shared epoch: noise between two runs
+    noisy = [19.0, 12.6, 10.1, 12.7, 12.6]
+    doc = _engine_files(tmp_path, {"run_a.log": _epochs(fast), "run_b.log": _epochs(noisy)})
+    assert doc["triage"]["shape"] == "none"
+    # the same hours in both files: processes of one job, not two runs
+    (tmp_path / "t").mkdir()
+    doc = _engine_files(
+        tmp_path / "t",
+        {
+            "a.log": _epochs(fast, "2024-05-01 10"),
+            "b.log": _epochs(slow, "2024-05-01 10"),
+        },
+    )
+    assert doc["triage"]["shape"] == "none"
+
+
+def test_a_long_running_mean_slow_only_at_its_last_print_is_not_a_trend(tmp_path) -> None:
+    """Twenty prints at full speed, then one slow interval: the end of the log, not a
+    trend; two slow intervals are."""
+    pts, t = [], 0.0
+    for n in range(100, 2100, 100):
+        t += 100 / 200.0
+        pts.append((n, n / t))
+    t += 100 / 40.0
+    last = [(2100, 2100 / t)]
+    assert _engine(tmp_path, "bench.log", _running(pts + last))["triage"]["shape"] == "none"
+    t += 100 / 40.0
+    both = [*last, (2200, 2200 / t)]
+    doc = _engine(tmp_path, "bench.log", _running(pts + both))
+    assert doc["triage"]["shape"] == "slow"

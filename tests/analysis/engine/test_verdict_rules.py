@@ -76,3 +76,24 @@ def test_sigkill_exit_in_a_torchrun_summary_points_at_the_oom_killer() -> None:
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
     assert doc["localization"]["culprit_ranks"] == [3]
     assert doc["localization"]["culprit_hosts"] == ["cn-a07"]
+
+
+def test_a_local_network_setup_failure_names_the_rank_that_logged_it() -> None:
+    """A fabric error is seen from both ends, so NETWORK names no rank; a process whose own
+    provider could not open its resources (EFA/libfabric) is the one to look at — unless
+    every rank logged it (then it is everyone's setup)."""
+    ok = "".join(
+        f"[1,{r}]<stdout>:ip-10-0-0-{r}:100{r}:200{r} [0] NCCL INFO Ring 00 : {r} -> {r + 1} "
+        "[send] via NET/AWS Libfabric/0\n"
+        for r in range(6)
+    )
+    bad = (
+        "[1,4]<stdout>:ip-10-0-0-4:1004:2004 [0] create_nccl_ofi_component:459 NCCL WARN "
+        "NET/OFI Couldn't open AV. RC: -22, ERROR: Invalid argument\n"
+    )
+    doc = _triage({"mpirun.log": ok + bad})
+    assert doc["triage"]["category"] == "NETWORK"
+    assert doc["localization"]["culprit_ranks"] == [4]
+    everyone = "".join(bad.replace("[1,4]", f"[1,{r}]") for r in range(6))
+    doc = _triage({"mpirun.log": ok + everyone})
+    assert doc["localization"]["culprit_ranks"] == []
