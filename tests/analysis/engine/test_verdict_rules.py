@@ -76,3 +76,36 @@ def test_sigkill_exit_in_a_torchrun_summary_points_at_the_oom_killer() -> None:
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
     assert doc["localization"]["culprit_ranks"] == [3]
     assert doc["localization"]["culprit_hosts"] == ["cn-a07"]
+
+
+MPIRUN_END = (
+    "--------------------------------------------------------------------------\n"
+    "mpirun noticed that process rank {rank} with PID 0 on node {host} exited on signal "
+    "{sig} ({name}).\n"
+    "--------------------------------------------------------------------------\n"
+)
+
+
+def test_mpirun_reporting_a_rank_killed_by_signal_9_is_a_crash_of_that_rank() -> None:
+    text = "Epoch 1/3\nEpoch 1/3\n" + MPIRUN_END.format(rank=5, host="cn-b02", sig=9, name="Killed")
+    doc = _triage({"mpirun.log": text})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+    assert doc["localization"]["culprit_ranks"] == [5]
+    assert doc["localization"]["culprit_hosts"] == ["cn-b02"]
+
+
+def test_a_process_ending_with_no_cause_anywhere_is_an_unexplained_crash_not_none() -> None:
+    # another signal than 9: no OOM-killer reading, but never "no failure"
+    text = "step 10 loss 2.0\n" + MPIRUN_END.format(
+        rank=2, host="cn-b03", sig=15, name="Terminated"
+    )
+    doc = _triage({"mpirun.log": text})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "UNKNOWN")
+    assert doc["localization"]["culprit_ranks"] == [2]
+    doc = _triage(
+        {
+            "all_reduce_perf.log": "cn-b04: Test NCCL failure common.cu:977 'unhandled system error'\n"
+        }
+    )
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "UNKNOWN")
+    assert doc["localization"]["culprit_ranks"] == []
