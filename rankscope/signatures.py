@@ -851,6 +851,38 @@ CATALOGUE: tuple[Signature, ...] = (
         0.3,
     ),
     S(
+        "spawn-process-signal",
+        (r"process [0-9]+ terminated with signal SIG[A-Z]+",),
+        r"process (?P<rank>\d+) terminated with signal (?P<signal>SIG[A-Z]+)",
+        "torch.multiprocessing.spawn reports that one spawned worker died of a signal (SIGKILL: "
+        "the OOM killer or the scheduler; SIGABRT: an abort; SIGSEGV: a segfault); the index "
+        "is the worker's spawn index, its rank on a single machine.",
+        None,
+        "crash",
+        "fatal",
+        "Read that worker's own last lines for what ended it; for SIGKILL check the kernel log "
+        "for the OOM killer (dmesg, journalctl -k) and the job's memory limit.",
+        (
+            "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL",
+            "Exception: process 1 terminated with signal SIGKILL",
+        ),
+        0.3,
+    ),
+    S(
+        "exit-code-by-signal",
+        (r"exit code [0-9]+ \(interrupted by signal [0-9]+",),
+        r"exit code (?P<code>\d+) \(interrupted by signal (?P<signal>\d+): (?P<how>\w+)\)",
+        "The process was ended by a signal (IDE/launcher wording; exit code 128 + the signal: "
+        "137 is SIGKILL, most often the kernel OOM killer).",
+        None,
+        "crash",
+        "fatal",
+        "For SIGKILL check the kernel log for the OOM killer and watch the process's resident "
+        "memory over the run; other signals: read the last lines before it.",
+        ("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)",),
+        0.3,
+    ),
+    S(
         "process-ended",
         (
             r"Aborted \(core dumped\)",
@@ -960,6 +992,13 @@ EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
         "an out-of-memory exception",
     ),
     E((), r"Cannot allocate memory|\[Errno 12\]", "OOM", 0.6, "ENOMEM"),
+    E(
+        (),
+        r"terminated with signal SIGKILL",
+        "OOM",
+        0.55,
+        "a worker killed by SIGKILL, most often the kernel OOM killer",
+    ),
     E(("FloatingPointError",), "", "NUMERICAL", 0.7, "a floating-point (NaN/Inf) check"),
     E(
         (

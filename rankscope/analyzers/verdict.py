@@ -583,7 +583,7 @@ class VerdictAnalyzer:
             e
             for e in ctx.kinds("torchrun_failure", "torchrun_failed")
             if e.fields.get("exitcode") == -9
-        ] + [e for e in s.ended if str(e.fields.get("signal")) == "9"]
+        ] + [e for e in s.ended if str(e.fields.get("signal")) in ("9", "SIGKILL")]
         if not killed:
             return None
         e = killed[0]

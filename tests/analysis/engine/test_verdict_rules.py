@@ -109,3 +109,15 @@ def test_a_process_ending_with_no_cause_anywhere_is_an_unexplained_crash_not_non
     )
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "UNKNOWN")
     assert doc["localization"]["culprit_ranks"] == []
+
+
+def test_a_spawned_worker_killed_by_sigkill_is_an_oom_kill_of_that_worker() -> None:
+    new = TRACEBACK.format(
+        exc="torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with "
+        "signal SIGKILL"
+    )
+    old = "Epoch: [3][10/90]\tLoss 0.51\nException: process 1 terminated with signal SIGKILL\n"
+    for text, rank in ((new, 2), (old, 1)):
+        doc = _triage({"train.log": text})
+        assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+        assert doc["localization"]["culprit_ranks"] == [rank]
