@@ -121,3 +121,26 @@ def test_a_spawned_worker_killed_by_sigkill_is_an_oom_kill_of_that_worker() -> N
         doc = _triage({"train.log": text})
         assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
         assert doc["localization"]["culprit_ranks"] == [rank]
+
+
+def test_a_sigkilled_worker_is_not_told_to_lower_gpu_memory() -> None:
+    # torchrun's agent line alone (no Root Cause block) and a spawned process: the kill is
+    # the host's doing, so the advice is to confirm it on the node, not to shrink the batch
+    agent = (
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 311 closing "
+        "signal SIGTERM\n"
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 "
+        "(pid: 312) of binary: /usr/bin/python\n"
+    )
+    spawn = TRACEBACK.format(
+        exc="torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with "
+        "signal SIGKILL"
+    )
+    for text in (agent, spawn):
+        doc = _triage({"train.log": text})
+        assert doc["triage"]["category"] == "OOM"
+        summary = doc["triage"]["summary"]
+        assert "SIGKILL" in summary and "dmesg" in summary
+        assert "GPU memory" not in summary
+        first = doc["recommendations"][0]["text"]
+        assert "dmesg" in first and "micro-batch" not in first
