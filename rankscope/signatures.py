@@ -473,6 +473,35 @@ CATALOGUE: tuple[Signature, ...] = (
         ),
         0.9,
     ),
+    S(
+        "cloud-fs-unexpected-response",
+        (r"Unexpected response code [0-9]+",),
+        r"Unexpected response code (?P<code>\d+)",
+        "The cloud file system (TensorFlow's gs:// / s3:// layer) got an HTTP error from the "
+        "object store while reading or writing a file, e.g. 410 when a resumable upload's "
+        "session expired.",
+        "STORAGE_IO",
+        None,
+        "error",
+        "Check the bucket (region, permissions, quota) and retry the save; write checkpoints "
+        "to local disk and copy them to the bucket if the uploads keep failing.",
+        ("Unavailable: Unexpected response code 410",),
+        0.6,
+    ),
+    S(
+        "save-retries-exhausted",
+        (r"(?:save|upload|write|checkpoint)[a-z]* failed [0-9]+ times",),
+        r"(?P<what>save|upload|write|checkpoint)\w* failed (?P<n>\d+) times",
+        "Writing the checkpoint was retried and failed every time: the storage it writes to "
+        "(local disk, a network file system or an object store) refused it.",
+        "STORAGE_IO",
+        None,
+        "fatal",
+        "Find the storage error behind the retries (log the exception of each attempt): "
+        "permissions, quota, a full disk or an unreachable bucket.",
+        ("save failed 3 times, exiting",),
+        0.7,
+    ),
     # --- INFRA ---------------------------------------------------------------------
     S(
         "port-in-use",
