@@ -809,6 +809,23 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "binary-file-read-as-text",
+        (r"can't decode byte 0x80 in position 0: invalid start byte",),
+        r"codec can't decode byte 0x80 in position 0: invalid start byte",
+        "A binary file was read as text: its first byte 0x80 is how a pickle (and other binary "
+        "formats) starts, so the file was opened without 'rb' or a text reader was pointed at "
+        "a binary file.",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Open the file in binary mode ('rb') where it is loaded, or point the text reader at "
+        "the text file it expects.",
+        (
+            "UnicodeDecodeError: 'utf-8' codec can't decode byte 0x80 in position 0: invalid start byte",
+        ),
+        0.65,
+    ),
+    S(
         "undefined-symbol",
         (r"undefined symbol: ",),
         r"undefined symbol: (?P<symbol>\S+)",
