@@ -897,6 +897,20 @@ CATALOGUE: tuple[Signature, ...] = (
         0.3,
     ),
     S(
+        "mpirun-first-nonzero-exit",
+        (r"Process name: \[\[[0-9]+,[0-9]+\],[0-9]+\]",),
+        r"Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]",
+        "mpirun names the first process that exited with a non-zero status (its rank is the "
+        "last number of [[job,1],rank]): that rank failed first and the others were aborted.",
+        None,
+        "crash",
+        "fatal",
+        "Read that rank's own output (mpirun --tag-output prefixes it [1,N]) for the error that "
+        "ended it, above any 'has been shut down' echoes of the other ranks.",
+        ("  Process name: [[41207,1],0]",),
+        0.3,
+    ),
+    S(
         "spawn-process-signal",
         (r"process [0-9]+ terminated with signal SIG[A-Z]+",),
         r"process (?P<rank>\d+) terminated with signal (?P<signal>SIG[A-Z]+)",

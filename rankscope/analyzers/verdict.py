@@ -42,6 +42,9 @@ FATAL = {
 
 # exceptions that echo a failure elsewhere (a peer's, the agent's summary of a worker's)
 _ECHO_TYPES = {"DistBackendError", "ChildFailedError", "DistStoreError", "SignalException"}
+# messages that echo a failure elsewhere: a collective's or the framework's reaction to a
+# rank that died first (Horovod shuts every rank down after one rank's exception)
+_ECHO_WORDS = re.compile(r"NCCL|Watchdog|Horovod has been shut down")
 # an exception this close to the end of its file is what the process died of
 _TAIL_LINES = 300
 
@@ -660,7 +663,7 @@ class VerdictAnalyzer:
         for e in ctx.kinds("python_exception"):
             t = str(e.fields.get("type", ""))
             msg = str(e.fields.get("message", ""))
-            if t in _ECHO_TYPES or "NCCL" in msg or "Watchdog" in msg or e.file in ok_files:
+            if t in _ECHO_TYPES or _ECHO_WORDS.search(msg) or e.file in ok_files:
                 continue
             near_end = lines.get(e.file, 0) - e.line <= _TAIL_LINES
             if near_end or fatal:

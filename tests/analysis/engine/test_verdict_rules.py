@@ -144,3 +144,20 @@ def test_a_sigkilled_worker_is_not_told_to_lower_gpu_memory() -> None:
         assert "GPU memory" not in summary
         first = doc["recommendations"][0]["text"]
         assert "dmesg" in first and "micro-batch" not in first
+
+
+def test_horovod_shutdown_is_an_echo_and_mpirun_names_the_first_rank_that_exited() -> None:
+    text = (
+        "[1,1]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an "
+        "exception on one of the ranks or an attempt to allreduce, allgather or broadcast a "
+        "tensor after one of the ranks finished execution.\n"
+        "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+        "the job to be terminated. The first process to do so was:\n"
+        "\n"
+        "  Process name: [[5120,1],3]\n"
+        "  Exit code:    1\n"
+    )
+    doc = _triage({"mpirun.log": text})
+    # the shutdown message is rank 1 reacting: not read as rank 1's own software error
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "UNKNOWN")
+    assert doc["localization"]["culprit_ranks"] == [3]
