@@ -478,6 +478,35 @@ CATALOGUE: tuple[Signature, ...] = (
         ),
         0.9,
     ),
+    S(
+        "cloud-fs-unexpected-response",
+        (r"Unexpected response code [0-9]+",),
+        r"Unexpected response code (?P<code>\d+)",
+        "The cloud file system (TensorFlow's gs:// / s3:// layer) got an HTTP error from the "
+        "object store while reading or writing a file, e.g. 410 when a resumable upload's "
+        "session expired.",
+        "STORAGE_IO",
+        None,
+        "error",
+        "Check the bucket (region, permissions, quota) and retry the save; write checkpoints "
+        "to local disk and copy them to the bucket if the uploads keep failing.",
+        ("Unavailable: Unexpected response code 410",),
+        0.6,
+    ),
+    S(
+        "save-retries-exhausted",
+        (r"(?:save|upload|write|checkpoint)[a-z]* failed [0-9]+ times",),
+        r"(?P<what>save|upload|write|checkpoint)\w* failed (?P<n>\d+) times",
+        "Writing the checkpoint was retried and failed every time: the storage it writes to "
+        "(local disk, a network file system or an object store) refused it.",
+        "STORAGE_IO",
+        None,
+        "fatal",
+        "Find the storage error behind the retries (log the exception of each attempt): "
+        "permissions, quota, a full disk or an unreachable bucket.",
+        ("save failed 3 times, exiting",),
+        0.7,
+    ),
     # --- INFRA ---------------------------------------------------------------------
     S(
         "port-in-use",
@@ -584,6 +613,20 @@ CATALOGUE: tuple[Signature, ...] = (
         ),
         0.85,
     ),
+    S(
+        "efa-enomem-memlock",
+        (r"Libfabric error: \(-12\) Cannot allocate memory",),
+        r"Libfabric error: \(-12\) Cannot allocate memory",
+        "The EFA libfabric provider could not allocate/register its buffers (ENOMEM): almost "
+        "always the locked-memory limit (ulimit -l) of the job's environment is too low.",
+        "INFRA",
+        None,
+        "fatal",
+        "Set `ulimit -l unlimited` where the ranks run (limits.conf, the container's --ulimit "
+        "memlock=-1, slurmd's LimitMEMLOCK) and check it from inside the launcher.",
+        ("Libfabric error: (-12) Cannot allocate memory",),
+        0.85,
+    ),
     # --- NETWORK -------------------------------------------------------------------
     S(
         "efa-ofi-failure",
@@ -602,16 +645,37 @@ CATALOGUE: tuple[Signature, ...] = (
         local=True,
     ),
     S(
+        "efa-internal-error",
+        (r"EFA internal error: \([0-9]+\)",),
+        r"EFA internal error: \((?P<code>\d+)\) (?P<what>.+)",
+        "The EFA libfabric provider hit an internal error and aborts the process (the "
+        "'Libfabric error' line just above it gives the errno).",
+        "NETWORK",
+        None,
+        "fatal",
+        "Read the 'Libfabric error' line above it; check the EFA driver/installer and "
+        "aws-ofi-nccl versions and the instance's EFA devices (fi_info -p efa).",
+        ("EFA internal error: (4112) Failure to post internal receive buffers",),
+        0.6,
+    ),
+    S(
         "ib-completion-error",
-        (r"Got completion from peer .* with error [0-9]+",),
-        r"Got completion from peer (?P<peer>\S+) with error (?P<code>\d+)",
-        "An InfiniBand work request failed (error 12 = retry exceeded: the link or the peer's port).",
+        (
+            r"Got completion from peer .* with error [0-9]+",
+            r"NET/IB ?: Got completion with error [0-9]+",
+            r"Got completion from peer .* with status=[0-9]+",
+        ),
+        r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?P<code>\d+)",
+        "An InfiniBand work request failed (error 12 = transport retries exceeded, the link or the "
+        "peer's port).",
         "NETWORK",
         None,
         "fatal",
         "Check the port counters (ibdiagnet / perfquery) and the peer's link; NCCL_IB_TIMEOUT only hides it.",
         (
             "NET/IB : Got completion from peer 10.214.147.122<39138> with error 12, opcode 0, len 0, vendor err 129",
+            "gpu-r05:41822:41899 [0] transport/net_ib.cu:788 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129",
+            "[2025-08-19 14:07:52] train-scale-512-master-0:617:2799 [3] transport/net_ib.cc:2360 NCCL WARN NET/IB: Got completion from peer 10.44.12.84<53393> with status=12 opcode=1 len=5222 vendor err 129 (Send) localGid ::ffff:10.44.20.87 remoteGids::ffff:10.44.20.74 hca mlx5_26",
         ),
         0.9,
     ),
@@ -699,6 +763,26 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- SOFTWARE ------------------------------------------------------------------
     S(
+        "nccl-topo-xml-attribute-missing",
+        (r"WARN Attribute [a-zA-Z_]+ of node [a-zA-Z_]+ not found",),
+        r"WARN Attribute (?P<attr>\w+) of node (?P<node>\w+) not found",
+        "NCCL could not build its topology: an XML node lacks an attribute. The topology came "
+        "from a file (NCCL_TOPO_FILE, a network plugin's static topology) that does not fit "
+        "the GPUs/CPUs in use, or from an NCCL version with that bug; init fails with an "
+        "internal error.",
+        "SOFTWARE",
+        None,
+        "fatal",
+        "Unset NCCL_TOPO_FILE (check /etc/nccl.conf and the network plugin's defaults) or "
+        "upgrade NCCL / the network plugin, then retry.",
+        (
+            "7f3c1d9e40ab:3318:3391 [1] graph/xml.h:101 NCCL WARN Attribute arch of node cpu not found",
+            "graph/xml.h:77 NCCL WARN Attribute arch of node cpu not found",
+        ),
+        0.8,
+        shared=True,  # one topology file / NCCL build for every rank
+    ),
+    S(
         "no-kernel-image",
         (
             r"no kernel image is available for execution",
@@ -729,6 +813,23 @@ CATALOGUE: tuple[Signature, ...] = (
             "[rank1]:        size mismatch for model.layers.1.self_attn.o_proj.weight: copying a param with shape torch.Size([1024, 1024]) from checkpoint, the shape in current model is torch.Size([4096, 4096]).",
         ),
         0.9,
+    ),
+    S(
+        "binary-file-read-as-text",
+        (r"can't decode byte 0x80 in position 0: invalid start byte",),
+        r"codec can't decode byte 0x80 in position 0: invalid start byte",
+        "A binary file was read as text: its first byte 0x80 is how a pickle (and other binary "
+        "formats) starts, so the file was opened without 'rb' or a text reader was pointed at "
+        "a binary file.",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Open the file in binary mode ('rb') where it is loaded, or point the text reader at "
+        "the text file it expects.",
+        (
+            "UnicodeDecodeError: 'utf-8' codec can't decode byte 0x80 in position 0: invalid start byte",
+        ),
+        0.65,
     ),
     S(
         "undefined-symbol",
@@ -766,13 +867,96 @@ CATALOGUE: tuple[Signature, ...] = (
         0.3,
     ),
     S(
+        "mpirun-rank-signal",
+        (r"mpirun noticed that process rank [0-9]+ with PID",),
+        r"mpirun noticed that process rank (?P<rank>\d+) with PID \d+ on node (?P<host>[\w.-]+)"
+        r" exited on signal (?P<signal>\d+)(?: \((?P<how>[^)]+)\))?",
+        "mpirun reports the first rank that died of a signal: that rank, on that node, failed "
+        "first and mpirun aborted the others (signal 9 is the OOM killer or the scheduler, 6 an "
+        "abort, 11 a segfault).",
+        None,
+        "crash",
+        "fatal",
+        "Read that rank's own output (mpirun --tag-output prefixes it [1,N]) for what ended it; "
+        "for signal 9 check the node's kernel log for the OOM killer (dmesg, sacct MaxRSS).",
+        (
+            "mpirun noticed that process rank 7 with PID 0 on node gpu-k11 exited on signal 9 (Killed).",
+        ),
+        0.3,
+    ),
+    S(
+        "nccl-tests-failure",
+        (r"Test NCCL failure \S+:[0-9]+ '",),
+        r"Test NCCL failure (?P<src>\S+) '(?P<why>[^']*)'",
+        "nccl-tests stopped on an NCCL error and exits: the quoted text is only NCCL's error "
+        "class (some releases print 'internal error' whatever failed), the NCCL WARN line "
+        "above it names the call that failed.",
+        None,
+        "crash",
+        "fatal",
+        "Rerun with NCCL_DEBUG=WARN (or INFO) and read the first WARN of that host; if none "
+        "explains it, try another NCCL release.",
+        (
+            "gpu-d03: Test NCCL failure common.cu:1012 'internal error - please report this issue to the NCCL developers / '",
+            "gpu-r05: Test NCCL failure common.cu:343 'unhandled cuda error'",
+        ),
+        0.3,
+    ),
+    S(
+        "mpirun-first-nonzero-exit",
+        (r"Process name: \[\[[0-9]+,[0-9]+\],[0-9]+\]",),
+        r"Process name: \[\[\d+,\d+\],(?P<rank>\d+)\]",
+        "mpirun names the first process that exited with a non-zero status (its rank is the "
+        "last number of [[job,1],rank]): that rank failed first and the others were aborted.",
+        None,
+        "crash",
+        "fatal",
+        "Read that rank's own output (mpirun --tag-output prefixes it [1,N]) for the error that "
+        "ended it, above any 'has been shut down' echoes of the other ranks.",
+        ("  Process name: [[41207,1],0]",),
+        0.3,
+    ),
+    S(
+        "spawn-process-signal",
+        (r"process [0-9]+ terminated with signal SIG[A-Z]+",),
+        r"process (?P<rank>\d+) terminated with signal (?P<signal>SIG[A-Z]+)",
+        "torch.multiprocessing.spawn reports that one spawned worker died of a signal (SIGKILL: "
+        "the OOM killer or the scheduler; SIGABRT: an abort; SIGSEGV: a segfault); the index "
+        "is the worker's spawn index, its rank on a single machine.",
+        None,
+        "crash",
+        "fatal",
+        "Read that worker's own last lines for what ended it; for SIGKILL check the kernel log "
+        "for the OOM killer (dmesg, journalctl -k) and the job's memory limit.",
+        (
+            "torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL",
+            "Exception: process 1 terminated with signal SIGKILL",
+        ),
+        0.3,
+    ),
+    S(
+        "exit-code-by-signal",
+        (r"exit code [0-9]+ \(interrupted by signal [0-9]+",),
+        r"exit code (?P<code>\d+) \(interrupted by signal (?P<signal>\d+): (?P<how>\w+)\)",
+        "The process was ended by a signal (IDE/launcher wording; exit code 128 + the signal: "
+        "137 is SIGKILL, most often the kernel OOM killer).",
+        None,
+        "crash",
+        "fatal",
+        "For SIGKILL check the kernel log for the OOM killer and watch the process's resident "
+        "memory over the run; other signals: read the last lines before it.",
+        ("Process finished with exit code 137 (interrupted by signal 9: SIGKILL)",),
+        0.3,
+    ),
+    S(
         "process-ended",
         (
             r"Aborted \(core dumped\)",
             r"terminate called (?:after throwing|without an active)",
             r"uncaught exception during training",
+            r"Your application will now abort\(\)",
         ),
-        r"(?P<how>Aborted \(core dumped\)|terminate called|uncaught exception)",
+        r"(?P<how>Aborted \(core dumped\)|terminate called|uncaught exception|will now abort)",
         "A process ended: the C++ runtime aborted it, the shell reports a core dump, or the "
         "launcher reports an uncaught exception: the failure is a crash, its cause is in the "
         "lines before.",
@@ -785,6 +969,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "terminate called after throwing an instance of 'std::runtime_error'",
             "terminate called without an active exception",
             "ERROR - container_support.training - uncaught exception during training: : Unable to connect to endpoint",
+            "Your application will now abort().",
         ),
         0.3,
     ),
@@ -873,6 +1058,13 @@ EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
         "an out-of-memory exception",
     ),
     E((), r"Cannot allocate memory|\[Errno 12\]", "OOM", 0.6, "ENOMEM"),
+    E(
+        (),
+        r"terminated with signal SIGKILL",
+        "OOM",
+        0.55,
+        "a worker killed by SIGKILL, most often the kernel OOM killer",
+    ),
     E(("FloatingPointError",), "", "NUMERICAL", 0.7, "a floating-point (NaN/Inf) check"),
     E(
         (

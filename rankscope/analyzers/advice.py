@@ -8,6 +8,7 @@ from ..signatures import BY_ID, Signature
 from . import Context
 
 if TYPE_CHECKING:
+    from ..model import Event
     from .verdict import Verdict
 
 
@@ -167,6 +168,16 @@ def _slowdown_summary(ctx: Context, v: Verdict) -> str | None:
     return None
 
 
+def _sigkilled(root: Event | None) -> bool:
+    """A launcher's report that a worker died of SIGKILL (torchrun's exit code -9, a
+    spawned process 'terminated with signal SIGKILL'): the kill is the host's doing."""
+    if root is None:
+        return False
+    if root.kind in ("torchrun_failure", "torchrun_failed"):
+        return root.fields.get("exitcode") == -9
+    return "signal SIGKILL" in root.text
+
+
 def _oom_summary(v: Verdict, where: str, after: str) -> str:
     root = v.root
     f = root.fields if root is not None else {}
@@ -177,6 +188,8 @@ def _oom_summary(v: Verdict, where: str, after: str) -> str:
         return f"{sig.meaning.rstrip('.')}{at}{after} — {sig.action}"
     if root and root.kind == "host_oom_kill":
         return f"{_cap(where) or 'A process'} ran out of host memory: the kernel's OOM killer ended it{after} — lower host memory use (data-loader workers, pinned buffers, CPU offload) or ask for more, and confirm with dmesg / the cgroup's memory.events; restart from the last checkpoint."
+    if _sigkilled(root):
+        return f"{_cap(where) or 'A worker'} was killed by SIGKILL, most often the kernel's OOM killer (host memory, or the job's/container's memory limit){after} — confirm with dmesg on the node, `sacct` MaxRSS or the cgroup's memory.events, then lower host memory use or ask for more; restart from the last checkpoint."
     what = (
         "ran out of GPU memory (CUDA OOM"
         + (f", tried to allocate {f['tried']}" if f.get("tried") else "")
@@ -310,7 +323,7 @@ def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
         return []
     recs = [{"kind": k, "text": t} for k, t in _RECS.get(v.category, _RECS["UNKNOWN"])]
     sig = _catalogue_root(v)
-    host_oom = v.root is not None and v.root.kind == "host_oom_kill"
+    host_oom = v.root is not None and (v.root.kind == "host_oom_kill" or _sigkilled(v.root))
     if v.category == "OOM" and (sig is not None or host_oom):
         # the catalogue entry's own action; the host-memory advice only for a kernel kill
         # (a catalogued OOM may be GPU, HBM or host memory)

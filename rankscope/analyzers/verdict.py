@@ -42,6 +42,9 @@ FATAL = {
 
 # exceptions that echo a failure elsewhere (a peer's, the agent's summary of a worker's)
 _ECHO_TYPES = {"DistBackendError", "ChildFailedError", "DistStoreError", "SignalException"}
+# messages that echo a failure elsewhere: a collective's or the framework's reaction to a
+# rank that died first (Horovod shuts every rank down after one rank's exception)
+_ECHO_WORDS = re.compile(r"NCCL|Watchdog|Horovod has been shut down")
 # an exception this close to the end of its file is what the process died of
 _TAIL_LINES = 300
 
@@ -197,6 +200,16 @@ def _closed_by_wait_timeout(closing: dict[str, tuple[list[int], list[Event]]], t
     return i < len(evs) and bool(_WAIT_TIMEOUT.search(evs[i].text))
 
 
+def _ended_symptoms(ctx: Context) -> list[Event]:
+    """Lines a catalogue symptom says end a process (category None, shape crash)."""
+    out = []
+    for e in ctx.by_kind.get("signature", []):
+        sig = BY_ID.get(str(e.fields.get("sig")))
+        if sig is not None and sig.category is None and sig.shape == "crash":
+            out.append(e)
+    return out
+
+
 # readings of a raised program/configuration error (not a device fault, a crash in native
 # code or a cross-rank check that names ranks)
 _PROGRAM_ERROR_KINDS = {"python_exception", "signature", "traceback"}
@@ -334,12 +347,16 @@ class _Situation:
     network: list[dict[str, Any]]  # strong network causes
     exhausted: list[Event]
     stragglers: list[int]
+    # catalogued "a process ended" symptoms (mpirun's signal report, nccl-tests' failure,
+    # an abort): a failure happened even when no line names its cause
+    ended: list[Event]
 
     @classmethod
     def of(cls, ctx: Context) -> _Situation:
         causes = ctx.facts.causes
         strong = [c for c in causes if c["strength"] >= 0.5]
         return cls(
+            ended=_ended_symptoms(ctx),
             causes=causes,
             nccl=ctx.facts.nccl,
             met=ctx.facts.metrics,
@@ -634,13 +651,13 @@ class VerdictAnalyzer:
         )
 
     def _rule_sigkill(self, ctx: Context, s: _Situation) -> Verdict | None:
-        if not s.fatal:
+        if not (s.fatal or s.ended):
             return None
         killed = [
             e
             for e in ctx.kinds("torchrun_failure", "torchrun_failed")
             if e.fields.get("exitcode") == -9
-        ]
+        ] + [e for e in s.ended if str(e.fields.get("signal")) in ("9", "SIGKILL")]
         if not killed:
             return None
         e = killed[0]
@@ -649,22 +666,28 @@ class VerdictAnalyzer:
             category="OOM",
             confidence=0.6,
             root=e,
-            root_label="a worker was killed with SIGKILL (exit code -9), most often by the "
+            root_label="a worker was killed with SIGKILL (signal 9, exit code -9), most often by the "
             "host's OOM killer",
             culprit_ranks=[e.rank] if e.rank is not None else [],
             culprit_hosts=[e.host] if e.host else [],
-            extra={"decided_by": "rule: exit code -9 (SIGKILL) → OOM killer"},
+            extra={"decided_by": "rule: killed by SIGKILL (signal 9 / exit code -9) → OOM killer"},
         )
 
     def _rule_failed_unexplained(self, ctx: Context, s: _Situation) -> Verdict | None:
-        if not s.fatal:
+        if not (s.fatal or s.ended):
             return None
+        fatal = ctx.kinds(*FATAL)
+        root = ctx.facts.torchrun_first or (fatal[0] if fatal else s.ended[0])
+        # a symptom that names the rank that ended (mpirun, srun) names the culprit
+        named = root in s.ended and root.rank is not None
         return Verdict(
             shape="crash",
             category="UNKNOWN",
             confidence=0.3,
-            root=ctx.facts.torchrun_first or ctx.kinds(*FATAL)[0],
+            root=root,
             root_label="processes failed without a recognised cause",
+            culprit_ranks=[root.rank] if named and root.rank is not None else [],
+            culprit_hosts=[root.host] if named and root.host else [],
         )
 
     def _preprocessing_hang(self, ctx: Context, causes: list[dict[str, Any]]) -> Verdict | None:
@@ -711,7 +734,7 @@ class VerdictAnalyzer:
         for e in ctx.kinds("python_exception"):
             t = str(e.fields.get("type", ""))
             msg = str(e.fields.get("message", ""))
-            if t in _ECHO_TYPES or "NCCL" in msg or "Watchdog" in msg or e.file in ok_files:
+            if t in _ECHO_TYPES or _ECHO_WORDS.search(msg) or e.file in ok_files:
                 continue
             near_end = lines.get(e.file, 0) - e.line <= _TAIL_LINES
             if near_end or fatal:

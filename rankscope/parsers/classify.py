@@ -419,7 +419,9 @@ def _scheduler(msg: str) -> Result:
         why = (m.group("why") if m else None) or ""
         if "TIME LIMIT" in msg or "TIME LIMIT" in why:
             return "slurm_time_limit", f
-        if "PREEMPTION" in msg:
+        if "PREEMPTION" in msg or "JOB REQUEUE" in why:
+            # a requeue ends the running job the same way (preemption with requeue, or
+            # the job's own handler asking SLURM to requeue it before its limit)
             return "slurm_preempted", f
         if "NODE FAILURE" in msg or "NODE_FAIL" in msg:
             return "node_fail", f

@@ -233,3 +233,16 @@ def test_launcher_prefixes_give_rank_and_host(
     assert env.rank == rank
     assert env.host == host
     assert env.message.startswith(message)
+
+
+def test_a_slurm_job_cancelled_due_to_job_requeue_ended_by_the_scheduler() -> None:
+    # submitit/SLURM print this when the running job is requeued (preemption, or the job's
+    # own signal handler before its time limit): the scheduler ended it, it did not hang
+    doc = _doc(
+        {
+            "slurm-77.out": "step 300 loss 1.9\n"
+            "slurmstepd: error: *** JOB 77 ON cn-c03 CANCELLED AT 2024-02-01T10:00:00 DUE TO "
+            "JOB REQUEUE ***\n"
+        }
+    )
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "INFRA")

@@ -97,3 +97,88 @@ def test_a_local_network_setup_failure_names_the_rank_that_logged_it() -> None:
     everyone = "".join(bad.replace("[1,4]", f"[1,{r}]") for r in range(6))
     doc = _triage({"mpirun.log": ok + everyone})
     assert doc["localization"]["culprit_ranks"] == []
+
+
+MPIRUN_END = (
+    "--------------------------------------------------------------------------\n"
+    "mpirun noticed that process rank {rank} with PID 0 on node {host} exited on signal "
+    "{sig} ({name}).\n"
+    "--------------------------------------------------------------------------\n"
+)
+
+
+def test_mpirun_reporting_a_rank_killed_by_signal_9_is_a_crash_of_that_rank() -> None:
+    text = "Epoch 1/3\nEpoch 1/3\n" + MPIRUN_END.format(rank=5, host="cn-b02", sig=9, name="Killed")
+    doc = _triage({"mpirun.log": text})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+    assert doc["localization"]["culprit_ranks"] == [5]
+    assert doc["localization"]["culprit_hosts"] == ["cn-b02"]
+
+
+def test_a_process_ending_with_no_cause_anywhere_is_an_unexplained_crash_not_none() -> None:
+    # another signal than 9: no OOM-killer reading, but never "no failure"
+    text = "step 10 loss 2.0\n" + MPIRUN_END.format(
+        rank=2, host="cn-b03", sig=15, name="Terminated"
+    )
+    doc = _triage({"mpirun.log": text})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "UNKNOWN")
+    assert doc["localization"]["culprit_ranks"] == [2]
+    doc = _triage(
+        {
+            "all_reduce_perf.log": "cn-b04: Test NCCL failure common.cu:977 'unhandled system error'\n"
+        }
+    )
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "UNKNOWN")
+    assert doc["localization"]["culprit_ranks"] == []
+
+
+def test_a_spawned_worker_killed_by_sigkill_is_an_oom_kill_of_that_worker() -> None:
+    new = TRACEBACK.format(
+        exc="torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with "
+        "signal SIGKILL"
+    )
+    old = "Epoch: [3][10/90]\tLoss 0.51\nException: process 1 terminated with signal SIGKILL\n"
+    for text, rank in ((new, 2), (old, 1)):
+        doc = _triage({"train.log": text})
+        assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+        assert doc["localization"]["culprit_ranks"] == [rank]
+
+
+def test_a_sigkilled_worker_is_not_told_to_lower_gpu_memory() -> None:
+    # torchrun's agent line alone (no Root Cause block) and a spawned process: the kill is
+    # the host's doing, so the advice is to confirm it on the node, not to shrink the batch
+    agent = (
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 311 closing "
+        "signal SIGTERM\n"
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 1 "
+        "(pid: 312) of binary: /usr/bin/python\n"
+    )
+    spawn = TRACEBACK.format(
+        exc="torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with "
+        "signal SIGKILL"
+    )
+    for text in (agent, spawn):
+        doc = _triage({"train.log": text})
+        assert doc["triage"]["category"] == "OOM"
+        summary = doc["triage"]["summary"]
+        assert "SIGKILL" in summary and "dmesg" in summary
+        assert "GPU memory" not in summary
+        first = doc["recommendations"][0]["text"]
+        assert "dmesg" in first and "micro-batch" not in first
+
+
+def test_horovod_shutdown_is_an_echo_and_mpirun_names_the_first_rank_that_exited() -> None:
+    text = (
+        "[1,1]<stderr>:RuntimeError: Horovod has been shut down. This was caused by an "
+        "exception on one of the ranks or an attempt to allreduce, allgather or broadcast a "
+        "tensor after one of the ranks finished execution.\n"
+        "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+        "the job to be terminated. The first process to do so was:\n"
+        "\n"
+        "  Process name: [[5120,1],3]\n"
+        "  Exit code:    1\n"
+    )
+    doc = _triage({"mpirun.log": text})
+    # the shutdown message is rank 1 reacting: not read as rank 1's own software error
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "UNKNOWN")
+    assert doc["localization"]["culprit_ranks"] == [3]
