@@ -30,7 +30,7 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
     # torchrun --tee / a launcher's bare stream tag
     ("tag", re.compile(r"\[std(?:out|err)\]:?\s*")),
     ("srun", re.compile(r"\s*(?P<v>\d{1,6}):\s")),
-    ("ray", re.compile(r"\((?P<v>[\w.]+) pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
+    ("ray", re.compile(r"\((?P<v>[\w.]+)(?:\[\w+=\w+\])? pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
     ("stream", re.compile(r"(?P<v>[\w.-]+) \[std(?:out|err)\]:?\s*")),
     # a date column, to the second or (a web console's) to the minute, maybe indented
     (

@@ -391,7 +391,7 @@ CATALOGUE: tuple[Signature, ...] = (
     S(
         "pcie-aer",
         (r"PCIe Bus Error: severity=",),
-        r"(?P<port>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d): PCIe Bus Error: severity=(?P<severity>\w+), type=(?P<type>[^,]+)",
+        r"(?P<port>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d): PCIe Bus Error: severity=(?P<severity>\w+(?: \([\w-]+\))?), type=(?P<type>[^,]+)",
         "The PCIe link reports errors (AER): a failing slot, riser, cable or device.",
         "HARDWARE",
         None,
@@ -399,6 +399,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "Check the AER counters of the port and the device behind it; corrected errors in bursts precede a device dropping off.",
         (
             "[  +0.000005] pcieport 0000:00:03.0: PCIe Bus Error: severity=Corrected, type=Data Link Layer, (Transmitter ID)",
+            "[  +0.000004] pcieport 0000:00:03.0: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Requester ID)",
         ),
         0.75,
     ),
@@ -643,6 +644,23 @@ CATALOGUE: tuple[Signature, ...] = (
         ),
         0.85,
         local=True,
+    ),
+    S(
+        "ofi-request-completed-with-error",
+        (r"NET/OFI Request \S+ completed with error",),
+        r"NET/OFI Request \S+ completed with error\. RC: (?P<rc>-?\d+)\. Error: (?P<code>-?\d+) \((?P<what>[A-Z_]+)\)",
+        "A send/receive posted through the libfabric (OFI) network plugin completed with an error "
+        "(UNDELIVERABLE: the fabric could not deliver to the peer endpoint; the peer's NIC, link "
+        "or the peer process being gone).",
+        "NETWORK",
+        None,
+        "fatal",
+        "Check the fabric between the two nodes (fi_info, the NIC's error counters, the switch "
+        "ports) and whether the peer process was still alive; then rerun with NCCL_DEBUG=INFO.",
+        (
+            "[rank3]: NET/OFI Request 0x7f14cc5b60c0 completed with error. RC: 113. Error: 2 (UNDELIVERABLE). Completed length: 0",
+        ),
+        0.85,
     ),
     S(
         "efa-internal-error",

@@ -33,6 +33,12 @@ def parse(text: str, name: str = "error-1-node-01.out") -> engine.ParseResult:
         ("10: [E1121 10:22:33.123456789 ProcessGroupNCCL.cpp:455] x", 10, "E"),
         ("gpu-q-13: [rank7]:[E1121 10:22:33.123456789 x.cpp:1] x", 7, "E"),
         ("(RayWorkerWrapper pid=4009) [rank2]:[E1121 10:22:33.123456789 x.cpp:1] x", 2, "E"),
+        # an actor whose name carries its rank (NeMo RL, Ray Train workers)
+        (
+            "(MegatronPolicyWorker[rank=97] pid=2990157, ip=10.0.12.6) [rank97]:[E1121 10:22:33.123456789 x.cpp:1] x",
+            97,
+            "E",
+        ),
         (
             "dinov2-giant-nodes.cn-d004 [stderr] [rank5]:[E1121 10:22:33.123456789 x.cpp:1] x",
             5,
