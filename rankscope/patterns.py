@@ -130,6 +130,7 @@ STRUCTURAL: tuple[str, ...] = (
     # success markers (a run that finished)
     r"\(SUCCEEDED\)",
     r"[Tt]raining (?:completed|finished|done)",
+    r"after training is done",  # Megatron's "[after training is done] datetime: …"
     r"`max_steps=[0-9]+` reached",
 )
 PATTERNS: tuple[str, ...] = STRUCTURAL + tuple(p for p, _ in SIG_PATTERNS)

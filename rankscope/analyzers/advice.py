@@ -120,6 +120,8 @@ def summary(ctx: Context, v: Verdict) -> str:
         if root and root.kind == "slurm_time_limit":
             return "SLURM stopped the job at its time limit (not a training failure) — resume from the last checkpoint with a longer limit or more frequent checkpoints."
         return f"The scheduler/infrastructure ended the job ({v.root_label}) — resubmit from the last checkpoint; ask the cluster team about {', '.join(v.culprit_hosts) or 'the node'}."
+    if v.category == "SOFTWARE" and root and root.kind == "run_succeeded" and v.shape == "hang":
+        return "Training finished but the processes never exited until the scheduler ended the job — the results are complete; dump a lingering process's stacks (py-spy dump) and check the shutdown path (a profiler, a non-daemon thread, destroy_process_group waiting on a peer)."
     if v.category == "SOFTWARE" and (
         (root and root.kind == "collective_mismatch") or "a different collective" in v.root_label
     ):

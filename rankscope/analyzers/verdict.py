@@ -101,6 +101,8 @@ _COLLECTIVE_TIMEOUTS = (
 )
 # the scheduler ended the job: exit evidence only when that is the root cause itself
 _SCHEDULER_KILLS = {"slurm_time_limit", "slurm_preempted", "node_fail"}
+# the scheduler ended a job that was still running: its clock, or a person
+_SCHEDULER_ENDS = {"slurm_time_limit", "slurm_cancelled"}
 # a raised exception as Python, PyTorch (``CUDA error: …`` is a RuntimeError's text), an
 # OSError's own text (``[Errno 5] …``) and error files (``"message": "XError: …"``) print it
 _RAISED = re.compile(
@@ -506,6 +508,39 @@ class VerdictAnalyzer:
         if _slow_metrics(ctx, s.met):
             return self._slow(ctx, s.met)
         return Verdict(shape="none", category="UNKNOWN", confidence=0.8)
+
+    def _rule_no_exit_after_finish(self, ctx: Context, s: _Situation) -> Verdict | None:
+        # Training printed that it finished, then only the scheduler ended the job (time
+        # limit, scancel): the processes hung at exit (a teardown that never returned). The
+        # time limit is what ended the hang, not what cut the training short.
+        kills = ctx.kinds(*_SCHEDULER_ENDS)
+        if not s.succeeded or not kills:
+            return None
+        if any(ctx.by_kind.get(k) for k in FATAL - _SCHEDULER_ENDS):
+            return None
+        if [c for c in s.causes if c["strength"] >= 0.5 and c["event"].kind not in _SCHEDULER_ENDS]:
+            return None
+        done = ctx.kinds("run_succeeded")[0]
+        kill = kills[0]
+        t_done, t_kill = etime(done), etime(kill)
+        before = (
+            done.line < kill.line
+            if done.file == kill.file
+            else (t_done is not None and t_kill is not None and t_done <= t_kill)
+        )
+        if not before:
+            return None
+        return Verdict(
+            shape="hang",
+            category="SOFTWARE",
+            confidence=0.6,
+            root=done,
+            root_label="training finished but the processes never exited; the scheduler ended them",
+            extra={
+                "decided_by": "rule: the run printed that training finished, then only the "
+                "scheduler ended the job"
+            },
+        )
 
     def _rule_causes_on_stragglers(self, ctx: Context, s: _Situation) -> Verdict | None:
         # every specific cause sits on a straggler: the job hung waiting for it
@@ -1159,6 +1194,10 @@ class VerdictAnalyzer:
 # (name, rule) in the order the analyst asks; the first rule that returns a verdict decides
 _DECISION_RULES: tuple[tuple[str, Callable[..., Verdict | None]], ...] = (
     ("the job finished: healthy or slow", VerdictAnalyzer._rule_finished),
+    (
+        "finished training, then only the scheduler ended it",
+        VerdictAnalyzer._rule_no_exit_after_finish,
+    ),
     ("every specific cause is on a straggler", VerdictAnalyzer._rule_causes_on_stragglers),
     ("the earliest logged cause", VerdictAnalyzer._rule_earliest_cause),
     ("NaN/Inf in the metrics", VerdictAnalyzer._rule_nan_in_metrics),

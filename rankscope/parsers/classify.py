@@ -589,6 +589,7 @@ def _connection_or_success(msg: str) -> Result:
         "raining completed" in msg
         or "raining finished" in msg
         or "raining done" in msg
+        or "after training is done" in msg  # Megatron's "[after training is done] datetime: …"
         or "` reached" in msg
     ):
         return "run_succeeded", {}

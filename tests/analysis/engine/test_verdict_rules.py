@@ -59,6 +59,21 @@ def test_a_finished_run_with_noise_stays_none() -> None:
     assert doc["triage"]["shape"] == "none"
 
 
+def test_a_time_limit_after_training_finished_is_a_hang_at_exit_not_the_time_limit() -> None:
+    done = "[after training is done] datetime: 2026-07-14 14:45:03\n"
+    limit = (
+        "slurmstepd: error: *** STEP 5317042.2 ON cn-e0117 CANCELLED AT 2026-07-14T14:53:02 "
+        "DUE TO TIME LIMIT ***\n"
+    )
+    steps = "iteration       50/      50 | lm loss: 4.79E-03 |\n"
+    doc = _triage({"slurm-5317042.out": steps + done + limit})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("hang", "SOFTWARE")
+    assert "finished" in doc["root_cause"]["decided_by"]
+    # the time limit cutting a run still training stays the time limit
+    doc = _triage({"slurm-5317042.out": steps + limit})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "INFRA")
+
+
 def test_sigkill_exit_in_a_torchrun_summary_points_at_the_oom_killer() -> None:
     text = (
         "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 "
