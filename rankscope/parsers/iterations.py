@@ -487,7 +487,7 @@ def _replay(low: str, recipe: Recipe) -> dict[str, Any] | None:
     return out
 
 
-_ZEROS = str.maketrans("123456789", "000000000")
+_ZEROS = bytes.maketrans(b"123456789", b"000000000")
 MAX_RECIPES = 512
 
 
@@ -504,13 +504,13 @@ class FieldReader:
     same as ``read_fields``'s, line for line."""
 
     def __init__(self) -> None:
-        self.recipes: dict[str, Recipe | None] = {}
+        self.recipes: dict[bytes, Recipe | None] = {}
 
     def __call__(self, msg: str) -> dict[str, Any]:
         low = msg.lower()
         if not low.isascii():
             return _read(low, None)
-        shape = low.translate(_ZEROS)
+        shape = low.encode().translate(_ZEROS)
         if shape in self.recipes:
             recipe = self.recipes[shape]
             got = None if recipe is None else _replay(low, recipe)
