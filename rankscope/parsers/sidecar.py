@@ -85,6 +85,13 @@ def _numbered(
         return []
     if arr is None:
         arr = np.frombuffer(data, dtype=np.uint8)
+    starts = [start for start, _ in spans]
+    if len(spans) > 16 and starts == sorted(starts):
+        # many lines (a log made of iteration lines): one pass over the newlines before
+        # the last of them, then a binary search per line, not one slice compare each
+        newlines = np.flatnonzero(arr[: starts[-1]] == 10)
+        before = np.searchsorted(newlines, starts).tolist()
+        return [(data[a:b], first_line + n + 1) for (a, b), n in zip(spans, before, strict=True)]
     out, pos, line = [], 0, first_line
     for start, end in spans:
         line += int(np.count_nonzero(arr[pos:start] == 10))
