@@ -152,7 +152,7 @@ def parse_heartbeat(*, artifact_id: int, token: str) -> Heartbeat:
 
 
 def _parse(artifact_id: int, token: str) -> str | None:
-    artifact = Artifact.objects.select_related("incident").get(pk=artifact_id)
+    artifact = Artifact.objects.get(pk=artifact_id)  # the incident is used by id only
     try:
         fp = storage.open_stream(artifact.storage_key)
     except FileNotFoundError:
