@@ -488,7 +488,8 @@ def _replay(low: str, recipe: Recipe) -> dict[str, Any] | None:
 
 
 _ZEROS = bytes.maketrans(b"123456789", b"000000000")
-MAX_RECIPES = 512
+MAX_RECIPES = 512  # shapes kept per file (then forgotten and learnt again)
+MAX_SHAPE_CHARS = 1024  # longer lines are always read in full: the cache stays < 1 MB
 
 
 class FieldReader:
@@ -508,7 +509,7 @@ class FieldReader:
 
     def __call__(self, msg: str) -> dict[str, Any]:
         low = msg.lower()
-        if not low.isascii():
+        if len(low) > MAX_SHAPE_CHARS or not low.isascii():
             return _read(low, None)
         shape = low.encode().translate(_ZEROS)
         if shape in self.recipes:
