@@ -111,6 +111,26 @@ def peak_rss_mb(pid: int) -> dict[int, float]:
     return peaks
 
 
+def cpu_seconds(pids: list[int]) -> float:
+    """CPU time (user + system) used so far by these processes and all their descendants
+    (live ones, plus the children they have already reaped): on a machine other work
+    shares, the work done, where wall time also counts the waiting."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    todo = list(pids)
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+        # utime, stime, cutime, cstime: fields 14-17 of stat, 12-15 after the name
+        total += sum(int(x) for x in fields[11:15]) / tick
+    return total
+
+
 def incident_page_shows(base: str, code: str, summary: str, team: object) -> str:
     """Log in as a team member and look for the verdict's summary on the incident page."""
     import html
@@ -374,9 +394,11 @@ def _fire(
             results.append(outcome)
 
     wall = time.perf_counter()
+    cpu_start = cpu_seconds(worker_pids)
     with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
         list(pool.map(post, enumerate(jobs)))
     uploaded_at = time.monotonic()  # the last upload has been answered
+    cpu_uploaded = cpu_seconds(worker_pids)
     wall = time.perf_counter() - wall
     # EpilogSlurmctld: the job is over, analyse as soon as every file is parsed
     controller = requests.post(  # multipart, as curl -F sends it
@@ -432,6 +454,7 @@ def _fire(
             )
             if not active.exists():
                 parsed_in = now - uploaded_at
+                cpu_parsed = cpu_seconds(worker_pids)
         if parsed_in is not None:
             run = (
                 AnalysisRun.objects.filter(incident=incident, status=RunStatus.SUCCEEDED)
@@ -441,6 +464,7 @@ def _fire(
             every = Artifact.objects.filter(incident=incident).exclude(parse_status="rejected")
             if run is not None and len(run.inputs) == every.count():
                 verdict_in = now - uploaded_at
+                cpu_verdict = cpu_seconds(worker_pids)
                 break
         time.sleep(0.25)
     parse_counts = (
@@ -494,7 +518,14 @@ def _fire(
         f"{f'{parsed_in:.1f} s' if parsed_in is not None else 'not within the wait'} "
         f"({', '.join(f'{k} {v}' for k, v in parse_counts.items() if v)}) |"
     )
+    if parsed_in is not None:
+        print(
+            f"| worker CPU: during the burst / after it until all parsed | "
+            f"{cpu_uploaded - cpu_start:.1f} s / {cpu_parsed - cpu_uploaded:.1f} s "
+            f"({(cpu_parsed - cpu_start) / max(1, args.nodes) * 1000:.0f} ms a file) |"
+        )
     if verdict_in is not None:
+        print(f"| worker CPU: all parsed → verdict stored | {cpu_verdict - cpu_parsed:.1f} s |")
         print(f"| all parsed → verdict stored | {verdict_in - parsed_in:.1f} s |")
         print(f"| **last upload answered → verdict stored** | **{verdict_in:.1f} s** |")
         print(f"| analysis run's own timings | {timings} |")

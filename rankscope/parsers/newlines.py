@@ -14,7 +14,7 @@ from .._lazy import lazy_module
 np = lazy_module("numpy")
 
 #: chunks from this size on are counted with numpy
-SIMD_BYTES = 1 << 20
+SIMD_BYTES = 1 << 18
 
 
 class NewlineCounter:
@@ -32,6 +32,19 @@ class NewlineCounter:
         if self._arr is not None:
             return int(np.count_nonzero(self._arr[start:end] == 10))
         return self._data.count(b"\n", start, end)
+
+    def before_each(self, starts: list[int]) -> list[int]:
+        """The newlines before each of the ascending offsets ``starts``: with numpy, one
+        pass over the newlines up to the last and a binary search each."""
+        if self._arr is not None:
+            found = np.flatnonzero(self._arr[: starts[-1]] == 10)
+            return np.searchsorted(found, starts).tolist()
+        out, pos, n = [], 0, 0
+        for start in starts:
+            n += self._data.count(b"\n", pos, start)
+            pos = start
+            out.append(n)
+        return out
 
     def release(self) -> None:
         """Drop the buffer export (a bytearray cannot be resized while numpy holds it)."""

@@ -82,6 +82,12 @@ def _numbered(
     """(raw line, 1-based number) of each span."""
     if not spans:
         return []
+    starts = [start for start, _ in spans]
+    if len(spans) > 16 and starts == sorted(starts):
+        # many lines (a log made of iteration lines): one pass over the newlines before
+        # the last of them, then a binary search per line, not one count each
+        before = newlines.before_each(starts)
+        return [(data[a:b], first_line + n + 1) for (a, b), n in zip(spans, before, strict=True)]
     out, pos, line = [], 0, first_line
     for start, end in spans:
         line += newlines.count(pos, start)

@@ -79,10 +79,28 @@ class _Inputs:
     failed: list[dict[str, Any]]
 
 
+# what loading reads of an input's row (its parse result is read from storage)
+_INPUT_FIELDS = (
+    "display_name",
+    "kind",
+    "size",
+    "ranks",
+    "parse_status",
+    "parse_error",
+    "parsed_key",
+    "metrics_key",
+)
+
+
 def _load_inputs(run: AnalysisRun, progress: _Progress) -> _Inputs:
-    artifacts = list(Artifact.objects.filter(pk__in=run.inputs).order_by("display_name"))
+    """The parse results of the run's inputs, one file at a time: a row, then its stored
+    result decoded and turned into the engine's digest before the next is read (the
+    compressed and decoded JSON of one file are held at once, never of all of them)."""
+    rows = Artifact.objects.filter(pk__in=run.inputs).order_by("display_name", "pk")
+    total = rows.count()
     results: list[Any] = []
     failed: list[dict[str, Any]] = []
+    artifacts = rows.only(*_INPUT_FIELDS).iterator(chunk_size=200)
     for i, artifact in enumerate(artifacts, start=1):
         name = artifact.display_name
         if artifact.parse_status != ParseStatus.PARSED:
@@ -97,7 +115,7 @@ def _load_inputs(run: AnalysisRun, progress: _Progress) -> _Inputs:
                 failed.append(_failed_input(artifact, "its parse result is missing from storage"))
             else:
                 results.append(result)
-        progress(i, f"files loaded {i}/{len(artifacts)}", force=i == len(artifacts))
+        progress(i, f"files loaded {i}/{total}", force=i == total)
     return _Inputs(results=results, failed=failed)
 
 

@@ -152,7 +152,7 @@ def parse_heartbeat(*, artifact_id: int, token: str) -> Heartbeat:
 
 
 def _parse(artifact_id: int, token: str) -> str | None:
-    artifact = Artifact.objects.select_related("incident").get(pk=artifact_id)
+    artifact = Artifact.objects.get(pk=artifact_id)  # the incident is used by id only
     try:
         fp = storage.open_stream(artifact.storage_key)
     except FileNotFoundError:
@@ -253,7 +253,15 @@ def incident_parse_fan_in(*, incident_id: int) -> bool:
     "all parsed" carries the set's fingerprint, so a second finisher sees it and
     stops. ``analysis_request`` is itself idempotent per fingerprint as well.
     Returns True when this call made the request.
+
+    Every parse ends here, so a burst of N files would lock the incident and read its N
+    rows N times: a cheap unlocked look first tells the common case (other files still
+    to parse) and stops. It cannot miss the last one: each finisher looks after its own
+    commit, so of two finishing together, the one that looks last sees both done.
     """
+    active = Artifact.objects.filter(incident_id=incident_id, parse_status__in=ACTIVE_STATUSES)
+    if active.exists():
+        return False
     with transaction.atomic():
         incident = Incident.objects.select_for_update().filter(pk=incident_id).first()
         if incident is None:

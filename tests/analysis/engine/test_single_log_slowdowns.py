@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rankscope.analyzers.slowdown import find_onset
-from rankscope.parsers.iterations import FORMATS, LITERALS, read_fields
+from rankscope.parsers.iterations import FORMATS, LITERALS, FieldReader, read_fields
 from rankscope.parsers.nccl_tests import parse_v1_row
 from rankscope.parsers.sidecar import TransportReader
 
@@ -83,6 +83,40 @@ def test_deepspeed_short_timer_names() -> None:
 def test_deepspeed_microstep_is_not_a_step_number() -> None:
     got = read_fields("time (ms) | forward_microstep: 1286.00 | backward_microstep: 4702.61")
     assert "step" not in got and got["step_time"] == pytest.approx(5.98861)
+
+
+_SAME_SHAPE = [
+    # a line of each shape first, then lines of the same shape with other numbers
+    "iteration 1200/ 5000 | elapsed time per iteration (ms): 1234.5 | "
+    "throughput per gpu (tflop/s/gpu): 180.3 | lm loss: 2.345e+00 |",
+    "iteration 9876/ 5000 | elapsed time per iteration (ms): 9999.9 | "
+    "throughput per gpu (tflop/s/gpu): 111.1 | lm loss: 9.999e+00 |",
+    " 45%|####5     | 450/1000 [07:30<09:10,  2.50s/it, loss=2.3]",
+    " 46%|####6     | 460/1000 [07:40<09:00,  0.00s/it, loss=2.3]",  # 0 s/it: no step time
+    "step 12 | step_time 0.000s | 2.50it/s | tokens/s 1234",  # a zero: the next rule
+    "step 13 | step_time 0.250s | 4.00it/s | tokens/s 5678",
+    "step 14 | step_time 0.000s | 2.00it/s | tokens/s 0000",
+    "epoch: [1][100/5005]\ttime 8.719 (0.361)\tdata 8.597 (0.230)\tloss 1.2987 (1.2753)",
+    "epoch: [2][200/5005]\ttime 0.000 (0.361)\tdata 0.000 (0.230)\tloss 0.0000 (1.2753)",
+    "1010\timages/sec: 186.6 +/- 0.5 (jitter = 14.8)\t7.268",
+    "2020\timages/sec: 000.0 +/- 0.5 (jitter = 14.8)\t7.268",
+    "rank=0 time (ms) | forward_microstep: 1286.00 | backward_microstep: 4702.61 | "
+    "backward_inner_microstep: 4215.88 | backward_allreduce_microstep: 486.68 | step_microstep: 0.05",
+    "rank=0 time (ms) | forward_microstep: 0000.00 | backward_microstep: 0000.00 | "
+    "backward_inner_microstep: 0000.00 | backward_allreduce_microstep: 000.00 | step_microstep: 0.00",
+    "step 7, loss = 2.17 (25.3 examples/sec; 10.102 sec/batch) tokens/s 12",
+    "step 8, loss = 2.17 (00.0 examples/sec; 00.000 sec/batch) tokens/s 00",
+]
+
+
+def test_a_file_reads_each_line_as_read_fields_does_whatever_its_numbers() -> None:
+    """The per-file reader reuses how a line of the same shape was read; a value that makes
+    another rule win (a zero rate, a zero time) must still be read as on its own."""
+    reader = FieldReader()
+    for _ in range(2):
+        for line in _SAME_SHAPE:
+            assert reader(line) == read_fields(line), line
+    assert reader("step 15 | step_time 0.000s | 2.00it/s | tokens/s 0000")["step_time"] == 0.5
 
 
 def _onset(ys: list[float], start: int = 1) -> dict | None:
