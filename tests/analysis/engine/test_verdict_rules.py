@@ -218,3 +218,15 @@ def test_an_object_store_client_error_naming_its_endpoint_is_storage() -> None:
     )
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "STORAGE_IO")
     assert "exception table" in doc["root_cause"]["decided_by"]
+
+
+def test_the_oom_killer_wording_of_kernels_before_5_is_a_host_oom_kill() -> None:
+    # "Kill process N (name) score S or sacrifice child", global or in a memory cgroup
+    for line in (
+        "[Thu Aug 16 09:05:19 2018] Memory cgroup out of memory: Kill process 17811 (python3) "
+        "score 1001 or sacrifice child\n",
+        "[Mon Mar 10 01:33:09 2015] Out of memory: Kill process 4242 (python) score 912 or "
+        "sacrifice child\n",
+    ):
+        doc = _triage({"dmesg.txt": line})
+        assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
