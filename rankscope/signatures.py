@@ -899,6 +899,23 @@ CATALOGUE: tuple[Signature, ...] = (
         0.3,
     ),
     S(
+        "shell-job-killed",
+        (r"[0-9] Killed  ",),
+        r"(?P<pid>\d+) (?P<how>Killed) {2,}(?P<cmd>\S.*)",
+        "The shell (a batch or container entry script) reports that the command it ran was "
+        "killed: 'Killed' is SIGKILL, most often the kernel's or the container's OOM killer.",
+        None,
+        "crash",
+        "fatal",
+        "Check the node's kernel log (dmesg) for the OOM killer and the job's or container's "
+        "memory limit (`sacct` MaxRSS, the cgroup's memory.events).",
+        (
+            "/pai/bootstrap/docker_bootstrap.sh: line 159:   943 Killed                  /usr/bin/python3 Res-click-adCategory.py",
+            "/var/spool/slurmd/job06243/slurm_script: line 28: 47218 Killed                  python3 main.py --prop hform --epochs 400 --lr_milestones 50 100 200 --gamma 0.25 --normalizing_const_AO 10000.0 --lr_generator 0.001 --lr_conv 0.001",
+        ),
+        0.3,
+    ),
+    S(
         "srun-task-failed",
         (r"srun: error: [^ ]+: task [0-9]+: ",),
         r"srun: error: (?P<host>[\w.-]+): task (?P<rank>\d+): (?P<how>Killed|Out Of Memory|Aborted"

@@ -674,6 +674,7 @@ class VerdictAnalyzer:
             for e in s.ended
             if str(e.fields.get("signal")) in ("9", "SIGKILL")
             or str(e.fields.get("exitcode")) == "-9"
+            or e.fields.get("how") == "Killed"  # a shell's or srun's report of SIGKILL
         ]
         if not killed:
             return None

@@ -230,3 +230,14 @@ def test_the_oom_killer_wording_of_kernels_before_5_is_a_host_oom_kill() -> None
     ):
         doc = _triage({"dmesg.txt": line})
         assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+
+
+def test_a_shell_reporting_its_command_killed_is_an_oom_kill() -> None:
+    # bash's job report from a batch/entry script: "line N:  PID Killed   <command>"
+    text = (
+        "read 860000 img\n"
+        "/entry.sh: line 159:   943 Killed                  /usr/bin/python3 train.py\n"
+    )
+    doc = _triage({"container.log": text})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+    assert "dmesg" in doc["recommendations"][0]["text"]
