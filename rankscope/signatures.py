@@ -107,6 +107,23 @@ CATALOGUE: tuple[Signature, ...] = (
         0.95,
     ),
     S(
+        "cublas-alloc-failed",
+        (r"CUBLAS_STATUS_ALLOC_FAILED",),
+        r"CUBLAS_STATUS_ALLOC_FAILED(?: when calling `(?P<call>[^`]+)`)?",
+        "cuBLAS could not allocate its workspace on the device (at handle creation, the first "
+        "matmul): the GPU had no memory left — often another process, or another rank placed "
+        "on the same device.",
+        "OOM",
+        None,
+        "fatal",
+        "Free the device (nvidia-smi: other processes, a second rank on the same GPU) or lower "
+        "memory use; check that each rank uses its own GPU.",
+        (
+            "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        ),
+        0.85,
+    ),
+    S(
         "xla-resource-exhausted",
         (r"RESOURCE_EXHAUSTED: ", r"Resource exhausted: "),
         r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?P<what>.*)",
