@@ -58,6 +58,7 @@ STRUCTURAL: tuple[str, ...] = (
     r"NVRM: Xid",
     r"fallen off the bus",
     r"ut of memory: Killed process",  # the kernel's and the memory cgroup's (lower case)
+    r"ut of memory: Kill process",  # kernels before 5.x: "Kill process N (name) score …"
     r"invoked oom-killer",
     r"oom-kill event",
     r"ECC error",

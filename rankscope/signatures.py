@@ -107,6 +107,23 @@ CATALOGUE: tuple[Signature, ...] = (
         0.95,
     ),
     S(
+        "cublas-alloc-failed",
+        (r"CUBLAS_STATUS_ALLOC_FAILED",),
+        r"CUBLAS_STATUS_ALLOC_FAILED(?: when calling `(?P<call>[^`]+)`)?",
+        "cuBLAS could not allocate its workspace on the device (at handle creation, the first "
+        "matmul): the GPU had no memory left — often another process, or another rank placed "
+        "on the same device.",
+        "OOM",
+        None,
+        "fatal",
+        "Free the device (nvidia-smi: other processes, a second rank on the same GPU) or lower "
+        "memory use; check that each rank uses its own GPU.",
+        (
+            "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        ),
+        0.85,
+    ),
+    S(
         "xla-resource-exhausted",
         (r"RESOURCE_EXHAUSTED: ", r"Resource exhausted: "),
         r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?P<what>.*)",
@@ -209,7 +226,7 @@ CATALOGUE: tuple[Signature, ...] = (
     S(
         "local-grad-norm-nan",
         (r"found NaN in local grad norm",),
-        r"Rank (?P<rank>\d+)(?:, node (?P<host>[\w.-]+))?.*?found NaN in local grad norm",
+        r"Rank (?P<rank>\d+)\b(?=.*?found NaN in local grad norm)(?:.*?\bnode:? (?P<host>[\w.-]*\w))?",
         "A rank's own gradient norm was NaN before the data-parallel reduction (Megatron's "
         "check): the fault is local to that rank (its data, or its GPU).",
         "NUMERICAL",
@@ -219,6 +236,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "(dcgmi diag); otherwise inspect the batch.",
         (
             "AssertionError: Rank 11: found NaN in local grad norm in backward pass before data-parallel communication collective. Device: 3",
+            "AssertionError: Rank 3: found NaN in local grad norm in backwards pass. Device: 3, node: ai-zw07-kubernetes-pc218.mt",
         ),
         0.95,
     ),
@@ -268,15 +286,24 @@ CATALOGUE: tuple[Signature, ...] = (
     # --- DATA ----------------------------------------------------------------------
     S(
         "dataloader-shm-bus-error",
-        (r"bus error encountered in worker",),
-        r"bus error encountered in worker",
-        "A DataLoader worker crashed writing to shared memory: /dev/shm is too small (containers default to 64 MB).",
+        (
+            r"bus error encountered in worker",
+            r"is killed by signal: Bus error",
+            r"unable to write to file </torch_",
+        ),
+        r"bus error encountered in worker|DataLoader worker \(pid (?P<pid>\d+)\) is killed by "
+        r"signal: Bus error|unable to write to file </torch_[\d_]+>(?:: (?P<why>.*))?",
+        "A DataLoader worker crashed writing to shared memory: /dev/shm is too small (containers "
+        "default to 64 MB). A shared tensor file that cannot be written ('unable to write to file "
+        "</torch_…>', even with 'No space left on device') is the same full /dev/shm, not a disk.",
         "DATA",
         "crash",
         "fatal",
         "Give the container more shared memory (--shm-size / an emptyDir of medium Memory) or lower num_workers.",
         (
             "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+            "RuntimeError: DataLoader worker (pid 731) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+            "RuntimeError: unable to write to file </torch_741_144252761_4>: No space left on device (28)",
         ),
         0.9,
         shared=True,
@@ -458,6 +485,25 @@ CATALOGUE: tuple[Signature, ...] = (
         "Spread the requests (fewer concurrent readers, jittered starts, more client retries with backoff) or use a less shared bucket/prefix.",
         ("{'Error': {'Code': 'SlowDown', 'Message': 'Please reduce your request rate.'}",),
         0.85,
+    ),
+    S(
+        "nfs-stale-file-handle",
+        (r"Stale file handle",),
+        r"\[Errno 116\]|Stale file handle",
+        "A network file system (NFS, Lustre, a NAS or EFS mount) invalidated an open file or "
+        "directory handle (ESTALE), usually because another client replaced or deleted the "
+        "file: the shared file system failed, not the rank that printed it.",
+        "STORAGE_IO",
+        None,
+        "error",
+        "Keep caches, locks and files other nodes rewrite on local disk (or one writer per "
+        "file); check the mount's health and options (lookupcache, actimeo); retry the access.",
+        (
+            "[rank1]: OSError: [Errno 116] Stale file handle: '/mnt/shared/modelscope_cache/datasets/train/cache-8f2a61c0d4e7b913.arrow'",
+            "OSError: [Errno 116] Unable to synchronously create file (unable to fstat file, errno = 116, error message = 'Stale file handle')",
+        ),
+        0.85,
+        shared=True,
     ),
     S(
         "checkpoint-truncated",
@@ -809,8 +855,10 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             r"no kernel image is available for execution",
             r"driver version is insufficient for CUDA runtime",
+            r"NVIDIA driver on your system is too old",
         ),
-        r"no kernel image is available|driver version is insufficient",
+        r"no kernel image is available|driver version is insufficient|NVIDIA driver on your "
+        r"system is too old(?: \(found version (?P<driver>\d+)\))?",
         "The binaries do not match the GPU or driver (compute capability not built, driver too old).",
         "SOFTWARE",
         "crash",
@@ -819,6 +867,7 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             "THCudaCheck FAIL file=/opt/pytorch/pytorch/aten/src/THC/generic/THCTensorMath.cu line=35 error=209 : no kernel image is available for execution on the device",
             "Wed Oct 16 13:49:06 2019[1,10]<stdout>:F1016 13:49:06.743296 18410 hl_cuda_device.cc:565] Check failed: cudaSuccess == cudaStat (0 vs. 35) Cuda Error: CUDA driver version is insufficient for CUDA runtime version",
+            "The NVIDIA driver on your system is too old (found version 10010).",
         ),
         0.9,
     ),
@@ -868,6 +917,43 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     # --- symptoms: a process ended (no category; the verdict's crash-or-hang rule) -------
+    S(
+        "deepspeed-launcher-exit",
+        (r"\] exits with return code = ",),
+        r"(?:'--local_rank=(?P<local_rank>\d+)'.*)?\] exits with return code = (?P<exitcode>-?\d+)",
+        "The deepspeed launcher reports that one of its worker processes ended with a non-zero "
+        "return code and kills the others; --local_rank names that worker on its node. A "
+        "negative code is the signal that killed it: -9 (SIGKILL) is most often the host's OOM "
+        "killer (CPU offload, data-loader workers, pinned buffers), -7 a bus error.",
+        None,
+        "crash",
+        "fatal",
+        "Read that worker's own output above this line for its error; for -9 check the node's "
+        "kernel log (dmesg) for the OOM killer, `sacct` MaxRSS or the container's memory limit, "
+        "and the 'CPU Virtual Memory' lines DeepSpeed prints.",
+        (
+            "[2024-03-02 14:10:05,377] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', '-u', 'train.py', '--local_rank=6', '--deepspeed', 'ds_config_zero3_offload.json'] exits with return code = -9",
+            "[2024-05-20 09:14:31,611] [ERROR] [launch.py:321:sigkill_handler] ['/data/user/gpt-neox/.venv/bin/python', '-u', 'train.py', '--local_rank=3', '--deepspeed_config', 'eyJ0cmFpbl9iYXRjaF9zaXplIjogMTZ9', '--megatron_config', 'eyJ0cmFpbl9iYXRjaF9zaXplIjogMTZ9'] exits with return code = 1",
+        ),
+        0.3,
+    ),
+    S(
+        "shell-job-killed",
+        (r"[0-9] Killed  ",),
+        r"(?P<pid>\d+) (?P<how>Killed) {2,}(?P<cmd>\S.*)",
+        "The shell (a batch or container entry script) reports that the command it ran was "
+        "killed: 'Killed' is SIGKILL, most often the kernel's or the container's OOM killer.",
+        None,
+        "crash",
+        "fatal",
+        "Check the node's kernel log (dmesg) for the OOM killer and the job's or container's "
+        "memory limit (`sacct` MaxRSS, the cgroup's memory.events).",
+        (
+            "/pai/bootstrap/docker_bootstrap.sh: line 159:   943 Killed                  /usr/bin/python3 Res-click-adCategory.py",
+            "/var/spool/slurmd/job06243/slurm_script: line 28: 47218 Killed                  python3 main.py --prop hform --epochs 400 --lr_milestones 50 100 200 --gamma 0.25 --normalizing_const_AO 10000.0 --lr_generator 0.001 --lr_conv 0.001",
+        ),
+        0.3,
+    ),
     S(
         "srun-task-failed",
         (r"srun: error: [^ ]+: task [0-9]+: ",),
@@ -1052,7 +1138,10 @@ class ExceptionRule:
 
 
 E = ExceptionRule
-_STORE = r"\b(?:s3|S3|gs://|GCS|gcsfs|blob\.core\.windows|boto|botocore|[Cc]url|AccessDenied|NoSuchKey)\b"
+_STORE = (
+    r"\b(?:s3|S3|gs://|GCS|gcsfs|blob\.core\.windows|boto|botocore|[Cc]url|AccessDenied|NoSuchKey"
+    r"|endpoint URL)\b"
+)
 EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
     E((), r"No space left on device|\[Errno 28\]|ENOSPC", "STORAGE_IO", 0.85, "ENOSPC: disk full"),
     E(

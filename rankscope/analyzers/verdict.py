@@ -259,6 +259,18 @@ def _died_after(ctx: Context, e: Event) -> bool:
     return False
 
 
+def _launcher_rank(ctx: Context, e: Event) -> int | None:
+    """The rank a launcher's exit report names: its own rank, else the local rank it
+    names (torchrun's ``local_rank: N``, deepspeed's ``--local_rank=N``) when the job ran
+    on one node, where the local rank is the global one."""
+    if e.rank is not None:
+        return e.rank
+    local = str(e.fields.get("local_rank", ""))
+    if local.isdigit() and ctx.doc["job"].get("nodes") == 1:
+        return int(local)
+    return None
+
+
 def _single_node(ctx: Context) -> str | None:
     """The one host every rank of the job runs on, when the logs say so: a world size
     declared by the job or NCCL (not guessed from the ranks seen) whose ranks all map to
@@ -692,10 +704,17 @@ class VerdictAnalyzer:
             e
             for e in ctx.kinds("torchrun_failure", "torchrun_failed")
             if e.fields.get("exitcode") == -9
-        ] + [e for e in s.ended if str(e.fields.get("signal")) in ("9", "SIGKILL")]
+        ] + [
+            e
+            for e in s.ended
+            if str(e.fields.get("signal")) in ("9", "SIGKILL")
+            or str(e.fields.get("exitcode")) == "-9"
+            or e.fields.get("how") == "Killed"  # a shell's or srun's report of SIGKILL
+        ]
         if not killed:
             return None
         e = killed[0]
+        rank = _launcher_rank(ctx, e)
         return Verdict(
             shape="crash",
             category="OOM",
@@ -703,7 +722,7 @@ class VerdictAnalyzer:
             root=e,
             root_label="a worker was killed with SIGKILL (signal 9, exit code -9), most often by the "
             "host's OOM killer",
-            culprit_ranks=[e.rank] if e.rank is not None else [],
+            culprit_ranks=[rank] if rank is not None else [],
             culprit_hosts=[e.host] if e.host else [],
             extra={"decided_by": "rule: killed by SIGKILL (signal 9 / exit code -9) → OOM killer"},
         )

@@ -72,7 +72,9 @@ _RX: dict[str, re.Pattern[str]] = {
     "oom_gpu": re.compile(r"GPU (?P<g>\d+) has a total capacity of (?P<cap>[\d.]+ ?[KMGT]i?B)"),
     "off_bus_pci": re.compile(r"GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)"),
     "xid": re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<code>\d+),?\s*(?P<rest>.*)"),
-    "host_oom": re.compile(r"[Oo]ut of memory: Killed process (?P<pid>\d+) \((?P<proc>[^)]*)\)"),
+    "host_oom": re.compile(
+        r"[Oo]ut of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<proc>[^)]*)\)"
+    ),
     "slurm_cancel": re.compile(
         r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\w.+]+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)"
         r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*"
@@ -393,6 +395,7 @@ def _memory(msg: str) -> Result:
         return "cuda_oom", f
     if (
         "ut of memory: Killed process" in msg  # kernel and memory cgroup ("Memory cgroup out …")
+        or "ut of memory: Kill process" in msg  # the same before kernel 5.x
         or "invoked oom-killer" in msg
         or "oom-kill event" in msg
         or "Exceeded job memory limit" in msg

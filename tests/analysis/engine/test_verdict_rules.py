@@ -197,3 +197,62 @@ def test_horovod_shutdown_is_an_echo_and_mpirun_names_the_first_rank_that_exited
     # the shutdown message is rank 1 reacting: not read as rank 1's own software error
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "UNKNOWN")
     assert doc["localization"]["culprit_ranks"] == [3]
+
+
+DS_LAUNCH = (
+    "[2024-03-02 14:05:13,118] [INFO] [launch.py:151:main] nnodes={n}, num_local_procs=4, "
+    "node_rank=0\n"
+    "[2024-03-02 14:09:31,557] [INFO] [utils.py:793:see_memory_usage] CPU Virtual Memory:  "
+    "used = 889.63 GB, percent = 88.3%\n"
+    "[2024-03-02 14:10:02,918] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 418327\n"
+    "[2024-03-02 14:10:05,377] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python3', "
+    "'-u', 'train.py', '--local_rank=2', '--deepspeed', 'ds.json'] exits with return code = -9\n"
+)
+
+
+def test_the_deepspeed_launcher_reporting_return_code_minus_9_is_an_oom_kill() -> None:
+    # the launcher names the worker by its local rank: the rank on one node, not on two
+    doc = _triage({"train.log": DS_LAUNCH.format(n=1)})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+    assert doc["localization"]["culprit_ranks"] == [2]
+    assert "dmesg" in doc["recommendations"][0]["text"]
+    doc = _triage({"train.log": DS_LAUNCH.format(n=2)})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+    assert doc["localization"]["culprit_ranks"] == []
+
+
+def test_an_object_store_client_error_naming_its_endpoint_is_storage() -> None:
+    # botocore's connection errors name the endpoint URL, not the service (a MinIO on an IP)
+    doc = _triage(
+        {
+            "train.log": TRACEBACK.format(
+                exc="botocore.exceptions.ConnectionClosedError: Connection was closed before we "
+                'received a valid response from endpoint URL: "http://10.0.3.17:9000/b/ckpt.pt".'
+            )
+        }
+    )
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "STORAGE_IO")
+    assert "exception table" in doc["root_cause"]["decided_by"]
+
+
+def test_the_oom_killer_wording_of_kernels_before_5_is_a_host_oom_kill() -> None:
+    # "Kill process N (name) score S or sacrifice child", global or in a memory cgroup
+    for line in (
+        "[Thu Aug 16 09:05:19 2018] Memory cgroup out of memory: Kill process 17811 (python3) "
+        "score 1001 or sacrifice child\n",
+        "[Mon Mar 10 01:33:09 2015] Out of memory: Kill process 4242 (python) score 912 or "
+        "sacrifice child\n",
+    ):
+        doc = _triage({"dmesg.txt": line})
+        assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+
+
+def test_a_shell_reporting_its_command_killed_is_an_oom_kill() -> None:
+    # bash's job report from a batch/entry script: "line N:  PID Killed   <command>"
+    text = (
+        "read 860000 img\n"
+        "/entry.sh: line 159:   943 Killed                  /usr/bin/python3 train.py\n"
+    )
+    doc = _triage({"container.log": text})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
+    assert "dmesg" in doc["recommendations"][0]["text"]
