@@ -13,6 +13,7 @@ from typing import Any
 
 from ..envelope import _GLOG, _OLD_GLOG, _iso_from_glog, find_time, peel
 from ..model import ParseResult, RankInfo
+from ..scan import LiteralSet
 
 _FRAMEWORK_HINTS = [
     ("nemo", ("NeMo", "nemo_logging", "nemo.collections", "/nemo/")),
@@ -58,9 +59,13 @@ def _word_start_matches(text: str, rx: re.Pattern[str]) -> list[int]:
     ]
 
 
+_FRAMEWORK_LITERALS = LiteralSet([lit for _, lits in _FRAMEWORK_HINTS for lit in lits])
+
+
 def detect_framework(text: str) -> str | None:
+    found = _FRAMEWORK_LITERALS.present(text)  # one pass, not one per literal
     for name, literals in _FRAMEWORK_HINTS:
-        if any(lit in text for lit in literals):
+        if any(lit in found for lit in literals):
             return name
     return None
 
@@ -178,10 +183,10 @@ def _fast(text: str, result: ParseResult, where: str) -> None:
             result.rank_hosts[rank] = m.group("host")
 
 
-def _glog_only(raw: str, m: re.Match[str]) -> str:
-    """The message of a line that starts with a glog envelope (``m``) in a region without
-    ``[rankN]:``: what ``peel`` leaves — further glog envelopes stripped, nothing else."""
-    s = raw[m.end() :]
+def _glog_only(s: str) -> str:
+    """The message of a line that starts with a glog envelope, from what follows that
+    envelope (``s``) in a region without ``[rankN]:``: what ``peel`` leaves — further glog
+    envelopes stripped, nothing else."""
     for _ in range(7):  # peel's bound: 8 envelopes in all
         c = s[:1]
         lvl = s[1:2] if c == "[" else c
@@ -197,13 +202,17 @@ def _glog_only(raw: str, m: re.Match[str]) -> str:
 def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> None:
     # a line that starts with a glog envelope peels to that envelope alone (no [rankN]: in
     # this region): its rank is the file's, its time the envelope's — no full peel; the
-    # times of such lines are made text only for the first and the last one, and their
-    # steps folded into the max/min at the end (what ``_step`` line by line comes to)
+    # times of such lines are made text only for the first and the last one, their count
+    # added once, and their steps folded into the max/min at the end (what ``_step`` line
+    # by line comes to)
     glog_ok = file_rank is not None
     fri: RankInfo | None = None  # the file rank's, made at its first line as _rank_info does
+    n_glog = 0
     last_glog: re.Match[str] | None = None
     hi = lo = None
     head = where == "head"
+    need_first = head  # the file rank's first time may still be unset
+    need_host = glog_ok and file_rank not in result.rank_hosts
     glog_match = _GLOG.match
     step_search = _STEP.search
     for raw in text.splitlines():
@@ -215,15 +224,21 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
         if mg is not None:
             if fri is None:
                 fri = _rank_info(result, file_rank)  # type: ignore[arg-type]
-            fri.lines_seen += 1
-            if head and fri.first_time is None:
-                fri.first_time = _iso_from_glog(mg.group("md"), mg.group("t"))
+            n_glog += 1
+            if need_first:
+                if fri.first_time is None:
+                    fri.first_time = _iso_from_glog(mg.group("md"), mg.group("t"))
+                need_first = False
             last_glog = mg
-            msg = _glog_only(raw, mg)
-            if " NCCL " in msg and file_rank not in result.rank_hosts:
+            msg = raw[mg.end() :]
+            c = msg[:1]
+            if c == "[" or (c and c in "IWEF"):
+                msg = _glog_only(msg)
+            if need_host and " NCCL " in msg:
                 mh = _NCCL_HOST.match(msg)
                 if mh:
                     result.rank_hosts[file_rank] = mh.group("host")  # type: ignore[index]
+                    need_host = False
             if "step" in msg or "iteration" in msg:
                 ms = step_search(msg)
                 if ms:
@@ -231,32 +246,14 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
                     hi = step if hi is None or step > hi else hi
                     lo = step if lo is None or step < lo else lo
             continue
-        env = peel(raw)
-        rank = env.rank if env.rank is not None else file_rank
-        if rank is None and env.task is not None:
-            rank = env.task
-        if rank is None:
-            continue
-        ri = _rank_info(result, rank)
-        ri.lines_seen += 1
-        t = env.time or (find_time(env.message) if where == "tail" else None)
-        if t:
-            if rank == file_rank:
-                last_glog = None  # a later time of the file rank than the pending glog one
-            if where == "head" and ri.first_time is None:
-                ri.first_time = t
-            ri.last_time = t
-        h = env.host
-        if h is None and " NCCL " in env.message:
-            mh = _NCCL_HOST.match(env.message)
-            if mh:
-                h = mh.group("host")
-        if h and rank not in result.rank_hosts:
-            result.rank_hosts[rank] = h
-        if "step" in env.message or "iteration" in env.message:
-            _step(result, ri, env.message)
+        file_time, file_host = _peeled_line(raw, result, file_rank, where)
+        if file_time:
+            last_glog = None  # a later time of the file rank than the pending glog one
+        if file_host:
+            need_host = False
     if fri is None:
         return
+    fri.lines_seen += n_glog
     if last_glog is not None:
         fri.last_time = _iso_from_glog(last_glog.group("md"), last_glog.group("t"))
     if hi is not None and lo is not None:
@@ -265,3 +262,35 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
         first = result.facts.get("first_step")
         if first is None or lo < first:
             result.facts["first_step"] = lo
+
+
+def _peeled_line(
+    raw: str, result: ParseResult, file_rank: int | None, where: str
+) -> tuple[bool, bool]:
+    """A line of ``_slow`` read through the full envelope peel; whether it gave the file
+    rank a time, and whether it gave the file rank its host."""
+    env = peel(raw)
+    rank = env.rank if env.rank is not None else file_rank
+    if rank is None and env.task is not None:
+        rank = env.task
+    if rank is None:
+        return False, False
+    ri = _rank_info(result, rank)
+    ri.lines_seen += 1
+    t = env.time or (find_time(env.message) if where == "tail" else None)
+    if t:
+        if where == "head" and ri.first_time is None:
+            ri.first_time = t
+        ri.last_time = t
+    h = env.host
+    if h is None and " NCCL " in env.message:
+        mh = _NCCL_HOST.match(env.message)
+        if mh:
+            h = mh.group("host")
+    got_host = False
+    if h and rank not in result.rank_hosts:
+        result.rank_hosts[rank] = h
+        got_host = rank == file_rank
+    if "step" in env.message or "iteration" in env.message:
+        _step(result, ri, env.message)
+    return bool(t) and rank == file_rank, got_host
