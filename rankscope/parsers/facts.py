@@ -150,22 +150,39 @@ def _step(result: ParseResult, ri: RankInfo, line: str) -> None:
 def _fast(text: str, result: ParseResult, where: str) -> None:
     step_line: dict[int, int] = {}  # rank → start of its last line mentioning a step
     first_step_at = -1
+    # per rank as its prefix spells it: (rank, its RankInfo, made at its first line as
+    # _rank_info does, counted once at the end); the last stamped line's match, made text
+    # once at the end; whether its first time may still be unset
+    per_rank: dict[int, list[Any]] = {}
+    seen: dict[str, list[Any]] = {}  # the same, by the prefix's digits
+    head = where == "head"
+    find, n = text.find, len(text)
     for m in _RANK_LINE.finditer(text):
-        rank = int(m.group("r"))
-        ri = _rank_info(result, rank)
-        ri.lines_seen += 1
+        got = seen.get(m.group("r"))
+        if got is None:
+            rank = int(m.group("r"))  # "[rank03]:" and "[rank3]:" are the same rank
+            got = per_rank.get(rank)
+            if got is None:
+                ri = _rank_info(result, rank)
+                got = per_rank[rank] = [rank, ri, 0, None, head and ri.first_time is None]
+            seen[m.group("r")] = got
+        got[2] += 1
         if m.group("md"):
-            md = m.group("md").zfill(4)  # c10 logging: E321 is March 21
-            t = f"0000-{md[:2]}-{md[2:]}T{m.group('t')[:15]}"
-            if where == "head" and ri.first_time is None:
-                ri.first_time = t
-            ri.last_time = t
-        end = text.find("\n", m.end())
-        end = end if end >= 0 else len(text)
-        if text.find("step", m.end(), end) >= 0 or text.find("iteration", m.end(), end) >= 0:
-            step_line[rank] = m.end()
+            got[3] = m
+            if got[4]:
+                got[1].first_time = _iso_from_glog(m.group("md"), m.group("t"))
+                got[4] = False
+        at = m.end()
+        end = find("\n", at)
+        end = end if end >= 0 else n
+        if find("step", at, end) >= 0 or find("iteration", at, end) >= 0:
+            step_line[got[0]] = at
             if first_step_at < 0:
-                first_step_at = m.end()
+                first_step_at = at
+    for _rank, ri, lines, last, _first in per_rank.values():
+        ri.lines_seen += lines
+        if last is not None:
+            ri.last_time = _iso_from_glog(last.group("md"), last.group("t"))
     # the step regex only on the lines that matter: each rank's last, the region's first
     for rank, pos in step_line.items():
         end = text.find("\n", pos)
