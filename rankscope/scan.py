@@ -306,6 +306,7 @@ def _terminated() -> type[Exception]:
 _N_STRUCT = sum(1 for x in PATTERN_SIG if x is None)  # structural patterns come first
 
 _SCANNER: ReScanner | HyperscanScanner | None = None
+_LITERAL_SETS: list[LiteralSet] = []
 
 
 def get_scanner() -> ReScanner | HyperscanScanner:
@@ -337,6 +338,13 @@ def set_scanner(name: str) -> None:
     _SCANNER = _with_side() if name == "hyperscan" else ReScanner()
 
 
+def prepare_literal_sets() -> None:
+    """Compile (or load) every literal set now: called before the parse pool forks, so the
+    workers inherit them as they inherit the prefilter."""
+    for ls in _LITERAL_SETS:
+        ls._database()
+
+
 class LiteralSet:
     """Which of some fixed ASCII literals occur in a text, in one pass over it.
 
@@ -354,6 +362,7 @@ class LiteralSet:
         self.literals = tuple(literals)
         self._db: Any = None
         self._ready = False
+        _LITERAL_SETS.append(self)
 
     def _database(self) -> Any:
         if not self._ready:
