@@ -225,12 +225,12 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
     glog_ok = file_rank is not None
     fri: RankInfo | None = None  # the file rank's, made at its first line as _rank_info does
     n_glog = 0
-    last_glog: re.Match[str] | None = None
+    last_glog: str | None = None  # the last glog line, its stamp made text at the end
     hi = lo = None
     head = where == "head"
     need_first = head  # the file rank's first time may still be unset
     need_host = glog_ok and file_rank not in result.rank_hosts
-    glog_match = _GLOG.match
+    glog_match = _GLOG_PLAIN.match
     step_search = _STEP.search
     for raw in text.splitlines():
         if not raw:
@@ -244,9 +244,9 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
             n_glog += 1
             if need_first:
                 if fri.first_time is None:
-                    fri.first_time = _iso_from_glog(mg.group("md"), mg.group("t"))
+                    fri.first_time = _glog_time(raw)
                 need_first = False
-            last_glog = mg
+            last_glog = raw
             msg = raw[mg.end() :]
             c = msg[:1]
             if c == "[" or (c and c in "IWEF"):
@@ -272,13 +272,24 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
         return
     fri.lines_seen += n_glog
     if last_glog is not None:
-        fri.last_time = _iso_from_glog(last_glog.group("md"), last_glog.group("t"))
+        fri.last_time = _glog_time(last_glog)
     if hi is not None and lo is not None:
         if fri.last_step is None or hi >= fri.last_step:
             fri.last_step = hi
         first = result.facts.get("first_step")
         if first is None or lo < first:
             result.facts["first_step"] = lo
+
+
+# _GLOG without its groups: the same matches, ~25 % cheaper (no group marks to keep)
+_GLOG_PLAIN = re.compile(re.sub(r"\(\?P<\w+>", "(?:", _GLOG.pattern))
+
+
+def _glog_time(raw: str) -> str:
+    """The time of a line that starts with a glog envelope."""
+    m = _GLOG.match(raw)
+    assert m is not None
+    return _iso_from_glog(m.group("md"), m.group("t"))
 
 
 def _peeled_line(
