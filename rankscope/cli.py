@@ -31,7 +31,7 @@ from .model import Options, ParseResult
 from .parsers import parse_artifact, parser_for
 from .pipeline import analyze
 from .render import render_markdown, render_text
-from .scan import get_scanner, set_scanner
+from .scan import get_scanner, prepare_literal_sets, set_scanner
 from .sources import iter_files, read_one
 
 FORMATS = ("json", "markdown", "text")
@@ -70,6 +70,7 @@ def parse_paths(
     # (otherwise every worker pays ~0.2 s for both before its first file)
     get_scanner()
     parser_for("rank_log")
+    prepare_literal_sets()
     # largest files first, so no worker is left alone with a big one at the end
     order = sorted(range(len(files)), key=lambda i: -_size(files[i][0]))
     ctx = get_context("fork") if "fork" in get_all_start_methods() else get_context()

@@ -35,13 +35,27 @@ LITERALS: tuple[bytes, ...] = (
     b" nvmlDev ",
 )
 _NCCL_HOST = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):\d+\s+\[\d+\]\s+NCCL\s")
-_RULES: tuple[tuple[re.Pattern[str], str | None], ...] = (
-    (re.compile(r"NCCL INFO NCCL version\s+(?P<v>\S+)"), "nccl_version"),
-    (re.compile(r"\bNCCL version:\s*(?P<v>[\w.+-]+)"), "nccl_version"),
-    (re.compile(r"cudaDriverVersion\s+(?P<v>\d+)"), "cuda_driver"),
-    (re.compile(r"\b(?P<k>NCCL_\w+) set by environment to (?P<v>.+?)\.?\s*$"), None),
-    (re.compile(r"(?:torch|PyTorch) version:?\s*(?P<v>\d[\w.+-]*)"), "torch_version"),
-    (re.compile(r"DeepSpeed info: version=(?P<v>[\w.+-]+)"), "deepspeed_version"),
+# (a literal every match contains, the rule): the literal is looked for first — a regex
+# without a literal prefix is tried at every position of the line
+_RULES: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
+    ("NCCL INFO NCCL version", re.compile(r"NCCL INFO NCCL version\s+(?P<v>\S+)"), "nccl_version"),
+    ("NCCL version:", re.compile(r"\bNCCL version:\s*(?P<v>[\w.+-]+)"), "nccl_version"),
+    ("cudaDriverVersion", re.compile(r"cudaDriverVersion\s+(?P<v>\d+)"), "cuda_driver"),
+    (
+        " set by environment to ",
+        re.compile(r"\b(?P<k>NCCL_\w+) set by environment to (?P<v>.+?)\.?\s*$"),
+        None,
+    ),
+    (
+        "h version",  # "torch version", "PyTorch version"
+        re.compile(r"(?:torch|PyTorch) version:?\s*(?P<v>\d[\w.+-]*)"),
+        "torch_version",
+    ),
+    (
+        "DeepSpeed info: version=",
+        re.compile(r"DeepSpeed info: version=(?P<v>[\w.+-]+)"),
+        "deepspeed_version",
+    ),
 )
 # NCCL's "comm 0x… rank 7 nranks 16 cudaDev 3 nvmlDev 3 busId 4b000 …": the GPU (NVML index,
 # as nvidia-smi and DCGM number it) a process drives
@@ -61,16 +75,16 @@ class BannerReader:
         env = peel(raw)
         msg = env.message
         rank = env.rank if env.rank is not None else env.task
-        m = _NCCL_HOST.search(raw)
+        m = _NCCL_HOST.search(raw) if "NCCL" in raw else None
         proc = (
             str(rank) if rank is not None else f"{m.group('host')}:{m.group('pid')}" if m else "?"
         )
         found: list[tuple[str, str]] = []
-        for rx, attr in _RULES:
-            mm = rx.search(msg)
+        for lit, rx, attr in _RULES:
+            mm = rx.search(msg) if lit in msg else None
             if mm:
                 found.append((attr or f"env.{mm.group('k')}", mm.group("v").strip()))
-        mg = _NVML.search(msg)
+        mg = _NVML.search(msg) if "nvmlDev" in msg else None
         if mg and rank is not None:
             found.append(("_gpu", mg.group("v")))
         if "environments:" in msg:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ..envelope import _GLOG, _OLD_GLOG, _iso_from_glog, find_time, peel
 from ..model import ParseResult, RankInfo
+from ..scan import LiteralSet
 
 _FRAMEWORK_HINTS = [
     ("nemo", ("NeMo", "nemo_logging", "nemo.collections", "/nemo/")),
@@ -58,9 +59,13 @@ def _word_start_matches(text: str, rx: re.Pattern[str]) -> list[int]:
     ]
 
 
+_FRAMEWORK_LITERALS = LiteralSet([lit for _, lits in _FRAMEWORK_HINTS for lit in lits])
+
+
 def detect_framework(text: str) -> str | None:
+    found = _FRAMEWORK_LITERALS.present(text)  # one pass, not one per literal
     for name, literals in _FRAMEWORK_HINTS:
-        if any(lit in text for lit in literals):
+        if any(lit in found for lit in literals):
             return name
     return None
 
@@ -145,22 +150,39 @@ def _step(result: ParseResult, ri: RankInfo, line: str) -> None:
 def _fast(text: str, result: ParseResult, where: str) -> None:
     step_line: dict[int, int] = {}  # rank → start of its last line mentioning a step
     first_step_at = -1
+    # per rank as its prefix spells it: (rank, its RankInfo, made at its first line as
+    # _rank_info does, counted once at the end); the last stamped line's match, made text
+    # once at the end; whether its first time may still be unset
+    per_rank: dict[int, list[Any]] = {}
+    seen: dict[str, list[Any]] = {}  # the same, by the prefix's digits
+    head = where == "head"
+    find, n = text.find, len(text)
     for m in _RANK_LINE.finditer(text):
-        rank = int(m.group("r"))
-        ri = _rank_info(result, rank)
-        ri.lines_seen += 1
+        got = seen.get(m.group("r"))
+        if got is None:
+            rank = int(m.group("r"))  # "[rank03]:" and "[rank3]:" are the same rank
+            got = per_rank.get(rank)
+            if got is None:
+                ri = _rank_info(result, rank)
+                got = per_rank[rank] = [rank, ri, 0, None, head and ri.first_time is None]
+            seen[m.group("r")] = got
+        got[2] += 1
         if m.group("md"):
-            md = m.group("md").zfill(4)  # c10 logging: E321 is March 21
-            t = f"0000-{md[:2]}-{md[2:]}T{m.group('t')[:15]}"
-            if where == "head" and ri.first_time is None:
-                ri.first_time = t
-            ri.last_time = t
-        end = text.find("\n", m.end())
-        end = end if end >= 0 else len(text)
-        if text.find("step", m.end(), end) >= 0 or text.find("iteration", m.end(), end) >= 0:
-            step_line[rank] = m.end()
+            got[3] = m
+            if got[4]:
+                got[1].first_time = _iso_from_glog(m.group("md"), m.group("t"))
+                got[4] = False
+        at = m.end()
+        end = find("\n", at)
+        end = end if end >= 0 else n
+        if find("step", at, end) >= 0 or find("iteration", at, end) >= 0:
+            step_line[got[0]] = at
             if first_step_at < 0:
-                first_step_at = m.end()
+                first_step_at = at
+    for _rank, ri, lines, last, _first in per_rank.values():
+        ri.lines_seen += lines
+        if last is not None:
+            ri.last_time = _iso_from_glog(last.group("md"), last.group("t"))
     # the step regex only on the lines that matter: each rank's last, the region's first
     for rank, pos in step_line.items():
         end = text.find("\n", pos)
@@ -178,10 +200,10 @@ def _fast(text: str, result: ParseResult, where: str) -> None:
             result.rank_hosts[rank] = m.group("host")
 
 
-def _glog_only(raw: str, m: re.Match[str]) -> str:
-    """The message of a line that starts with a glog envelope (``m``) in a region without
-    ``[rankN]:``: what ``peel`` leaves — further glog envelopes stripped, nothing else."""
-    s = raw[m.end() :]
+def _glog_only(s: str) -> str:
+    """The message of a line that starts with a glog envelope, from what follows that
+    envelope (``s``) in a region without ``[rankN]:``: what ``peel`` leaves — further glog
+    envelopes stripped, nothing else."""
     for _ in range(7):  # peel's bound: 8 envelopes in all
         c = s[:1]
         lvl = s[1:2] if c == "[" else c
@@ -197,14 +219,18 @@ def _glog_only(raw: str, m: re.Match[str]) -> str:
 def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> None:
     # a line that starts with a glog envelope peels to that envelope alone (no [rankN]: in
     # this region): its rank is the file's, its time the envelope's — no full peel; the
-    # times of such lines are made text only for the first and the last one, and their
-    # steps folded into the max/min at the end (what ``_step`` line by line comes to)
+    # times of such lines are made text only for the first and the last one, their count
+    # added once, and their steps folded into the max/min at the end (what ``_step`` line
+    # by line comes to)
     glog_ok = file_rank is not None
     fri: RankInfo | None = None  # the file rank's, made at its first line as _rank_info does
-    last_glog: re.Match[str] | None = None
+    n_glog = 0
+    last_glog: str | None = None  # the last glog line, its stamp made text at the end
     hi = lo = None
     head = where == "head"
-    glog_match = _GLOG.match
+    need_first = head  # the file rank's first time may still be unset
+    need_host = glog_ok and file_rank not in result.rank_hosts
+    glog_match = _GLOG_PLAIN.match
     step_search = _STEP.search
     for raw in text.splitlines():
         if not raw:
@@ -215,15 +241,21 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
         if mg is not None:
             if fri is None:
                 fri = _rank_info(result, file_rank)  # type: ignore[arg-type]
-            fri.lines_seen += 1
-            if head and fri.first_time is None:
-                fri.first_time = _iso_from_glog(mg.group("md"), mg.group("t"))
-            last_glog = mg
-            msg = _glog_only(raw, mg)
-            if " NCCL " in msg and file_rank not in result.rank_hosts:
+            n_glog += 1
+            if need_first:
+                if fri.first_time is None:
+                    fri.first_time = _glog_time(raw)
+                need_first = False
+            last_glog = raw
+            msg = raw[mg.end() :]
+            c = msg[:1]
+            if c == "[" or (c and c in "IWEF"):
+                msg = _glog_only(msg)
+            if need_host and " NCCL " in msg:
                 mh = _NCCL_HOST.match(msg)
                 if mh:
                     result.rank_hosts[file_rank] = mh.group("host")  # type: ignore[index]
+                    need_host = False
             if "step" in msg or "iteration" in msg:
                 ms = step_search(msg)
                 if ms:
@@ -231,37 +263,62 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
                     hi = step if hi is None or step > hi else hi
                     lo = step if lo is None or step < lo else lo
             continue
-        env = peel(raw)
-        rank = env.rank if env.rank is not None else file_rank
-        if rank is None and env.task is not None:
-            rank = env.task
-        if rank is None:
-            continue
-        ri = _rank_info(result, rank)
-        ri.lines_seen += 1
-        t = env.time or (find_time(env.message) if where == "tail" else None)
-        if t:
-            if rank == file_rank:
-                last_glog = None  # a later time of the file rank than the pending glog one
-            if where == "head" and ri.first_time is None:
-                ri.first_time = t
-            ri.last_time = t
-        h = env.host
-        if h is None and " NCCL " in env.message:
-            mh = _NCCL_HOST.match(env.message)
-            if mh:
-                h = mh.group("host")
-        if h and rank not in result.rank_hosts:
-            result.rank_hosts[rank] = h
-        if "step" in env.message or "iteration" in env.message:
-            _step(result, ri, env.message)
+        file_time, file_host = _peeled_line(raw, result, file_rank, where)
+        if file_time:
+            last_glog = None  # a later time of the file rank than the pending glog one
+        if file_host:
+            need_host = False
     if fri is None:
         return
+    fri.lines_seen += n_glog
     if last_glog is not None:
-        fri.last_time = _iso_from_glog(last_glog.group("md"), last_glog.group("t"))
+        fri.last_time = _glog_time(last_glog)
     if hi is not None and lo is not None:
         if fri.last_step is None or hi >= fri.last_step:
             fri.last_step = hi
         first = result.facts.get("first_step")
         if first is None or lo < first:
             result.facts["first_step"] = lo
+
+
+# _GLOG without its groups: the same matches, ~25 % cheaper (no group marks to keep)
+_GLOG_PLAIN = re.compile(re.sub(r"\(\?P<\w+>", "(?:", _GLOG.pattern))
+
+
+def _glog_time(raw: str) -> str:
+    """The time of a line that starts with a glog envelope."""
+    m = _GLOG.match(raw)
+    assert m is not None
+    return _iso_from_glog(m.group("md"), m.group("t"))
+
+
+def _peeled_line(
+    raw: str, result: ParseResult, file_rank: int | None, where: str
+) -> tuple[bool, bool]:
+    """A line of ``_slow`` read through the full envelope peel; whether it gave the file
+    rank a time, and whether it gave the file rank its host."""
+    env = peel(raw)
+    rank = env.rank if env.rank is not None else file_rank
+    if rank is None and env.task is not None:
+        rank = env.task
+    if rank is None:
+        return False, False
+    ri = _rank_info(result, rank)
+    ri.lines_seen += 1
+    t = env.time or (find_time(env.message) if where == "tail" else None)
+    if t:
+        if where == "head" and ri.first_time is None:
+            ri.first_time = t
+        ri.last_time = t
+    h = env.host
+    if h is None and " NCCL " in env.message:
+        mh = _NCCL_HOST.match(env.message)
+        if mh:
+            h = mh.group("host")
+    got_host = False
+    if h and rank not in result.rank_hosts:
+        result.rank_hosts[rank] = h
+        got_host = rank == file_rank
+    if "step" in env.message or "iteration" in env.message:
+        _step(result, ri, env.message)
+    return bool(t) and rank == file_rank, got_host

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 from ..detect import Head, Recognizer, host_from_name
 from ..links import LinkSniffer, expected_busbw, size_collapse
 from ..model import Event, ParseResult
+from ..scan import LiteralSet
 from . import ParseError, Progress, register_parser
 from ._lines import clip, iter_lines
 
@@ -124,18 +125,35 @@ def _row_wrong(v: Any) -> int:
     return int(x) if x is not None and x > 0 else 0
 
 
+_HEAD_LITERALS = LiteralSet(
+    [
+        "out-of-place",
+        "busbw",
+        "# nccl-tests",
+        "_perf -b",
+        "# nThread ",
+        " nGpus ",
+        "# Rank",
+        "# Avg bus bandwidth",
+        "algbw",
+    ]
+)
+
+
 def _is_nccl_tests(h: Head) -> bool:
-    text = h.text
+    found = _HEAD_LITERALS.present(h.head[:65536])  # the literals of h.text, in one pass
     return (
-        ("out-of-place" in text and "busbw" in text)
-        or "# nccl-tests" in text
-        or "_perf -b" in text
-        or ("# nThread " in text and " nGpus " in text and ("busbw" in text or "# Rank" in text))
-        or "# Avg bus bandwidth" in text
+        ("out-of-place" in found and "busbw" in found)
+        or "# nccl-tests" in found
+        or "_perf -b" in found
+        or (
+            "# nThread " in found and " nGpus " in found and ("busbw" in found or "# Rank" in found)
+        )
+        or "# Avg bus bandwidth" in found
         # the literal first: the regex alone tries every position (~1 ms a file)
         or (
-            "algbw" in text
-            and re.search(r"(?m)^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\b", text) is not None
+            "algbw" in found
+            and re.search(r"(?m)^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\b", h.text) is not None
         )
     )  # the last: NCCL 1.x tests' table header
 

@@ -34,3 +34,27 @@ def test_an_unwritable_cache_only_costs_the_compile(tmp_path, monkeypatch):
     blocked.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))
     assert len(scan.HyperscanScanner().line_spans(BLOCK)) == 2
+
+
+HEAD = (
+    "[rank0]: NeMo trainer \u00e9t\u00e9 started; torch.distributed ready\n"
+    "#  out-of-place                       in-place\n"
+    "#       size    count   type   redop  root  time  algbw  busbw\n"
+).encode() + b"\xe2\x82_perf -b 8\n\xff# Avg bus bandwidth    : 12.3\n"
+
+
+def test_a_literal_set_answers_as_the_in_tests_do(tmp_path, monkeypatch):
+    # the recognisers' and head readers' one-pass literal test: same answers with and
+    # without Hyperscan, on text and on the raw bytes (invalid UTF-8 included)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    lits = ["NeMo", "torch.distributed", "out-of-place", "busbw", "_perf -b", "# nThread "]
+    lits += ["# Avg bus bandwidth", "megatron"]
+    text = HEAD.decode("utf-8", errors="replace")
+    expected = {lit for lit in lits if lit in text}
+    assert expected == set(lits) - {"# nThread ", "megatron"}
+    fast = scan.LiteralSet(lits)
+    assert fast.present(HEAD) == fast.present(text) == expected
+    monkeypatch.setenv("RANKSCOPE_SCANNER", "re")
+    plain = scan.LiteralSet(lits)
+    assert plain.present(HEAD) == plain.present(text) == expected
+    assert fast.present(b"") == plain.present("") == frozenset()
