@@ -10,12 +10,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
+from .._lazy import lazy_module
 from ..model import Event
 from . import Context, register_analyzer
 from ._rc import row_event
 from .slowdown import _group_median
+
+np = lazy_module("numpy")
 
 PCIE_FLOOR_GBS = 4.0  # a quarter of PCIe Gen3 x16 (~16 GB/s per direction, PCI-SIG): the
 # slowest link two GPUs of one node share; a ≥ 8 MiB all-GPU collective below it is not
