@@ -12,6 +12,7 @@ import contextlib
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -99,6 +100,22 @@ class ReScanner:
         return spans
 
 
+_PER_THREAD = threading.local()
+
+
+def _scratch(db: Any) -> Any:
+    """This thread's Hyperscan scratch for ``db``. A scratch serves one scan at a time, and
+    the web server detects kinds and reads heads from many threads at once (gunicorn's
+    gthread workers): a shared one fails with ``ScratchInUseError``."""
+    mine: dict[int, tuple[Any, Any]] = _PER_THREAD.__dict__.setdefault("scratch", {})
+    got = mine.get(id(db))
+    if got is None or got[0] is not db:
+        import hyperscan
+
+        got = mine[id(db)] = (db, hyperscan.Scratch(db))
+    return got[1]
+
+
 def _cache_dir() -> Path:
     root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(root) / "rankscope"
@@ -179,7 +196,7 @@ class HyperscanScanner:
             return len(spans) > limit  # one line more than the budget: stop, not complete
 
         try:
-            self._db.scan(data, match_event_handler=on_match)
+            self._db.scan(data, match_event_handler=on_match, scratch=_scratch(self._db))
         except _terminated():
             return spans, False
         return spans, len(spans) <= limit
@@ -194,7 +211,9 @@ class HyperscanScanner:
             return True
 
         try:
-            self._db.scan(memoryview(data)[lo:hi], match_event_handler=on_match)
+            self._db.scan(
+                memoryview(data)[lo:hi], match_event_handler=on_match, scratch=_scratch(self._db)
+            )
         except _terminated():
             pass
         if not got:
@@ -234,7 +253,7 @@ class HyperscanScanner:
             return False
 
         try:
-            self._db_all.scan(data, match_event_handler=on_match)
+            self._db_all.scan(data, match_event_handler=on_match, scratch=_scratch(self._db_all))
         except _terminated():
             return (*self.line_hits_side(data), None)
         return self._lines(buf, n, ends)
@@ -249,7 +268,7 @@ class HyperscanScanner:
         def on_match(id_: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
             append((end, id_))
 
-        self._db.scan(data, match_event_handler=on_match)
+        self._db.scan(data, match_event_handler=on_match, scratch=_scratch(self._db))
         hits, side, _ = self._lines(buf, len(data), ends)
         return hits, side
 
@@ -391,5 +410,5 @@ class LiteralSet:
         def on_match(id_: int, _start: int, _end: int, _flags: int, _ctx: object) -> None:
             append(id_)
 
-        db.scan(data, match_event_handler=on_match)
+        db.scan(data, match_event_handler=on_match, scratch=_scratch(db))
         return frozenset(self.literals[i] for i in ids)
