@@ -1146,7 +1146,7 @@ EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
     E((), r"No space left on device|\[Errno 28\]|ENOSPC", "STORAGE_IO", 0.85, "ENOSPC: disk full"),
     E(
         (),
-        r"Input/output error|\[Errno 5\]|Stale file handle|\[Errno 116\]|Disk quota exceeded|"
+        r"Input/output error|\[Errno 5\]|Stale file handle|\[Errno 116\]|[Dd]isk quota exceeded|"
         r"\[Errno 122\]|Read-only file system|\[Errno 30\]",
         "STORAGE_IO",
         0.8,
@@ -1190,6 +1190,8 @@ EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
             "BadZipFile",
             "ReadError",
             "DatasetGenerationError",
+            "DatasetGenerationCastError",
+            "CastError",
         ),
         "",
         "DATA",

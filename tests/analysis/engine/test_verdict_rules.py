@@ -256,3 +256,24 @@ def test_a_shell_reporting_its_command_killed_is_an_oom_kill() -> None:
     doc = _triage({"container.log": text})
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "OOM")
     assert "dmesg" in doc["recommendations"][0]["text"]
+
+
+def test_tensorflow_disk_quota_on_a_checkpoint_save_is_storage_not_gpu_memory() -> None:
+    # TensorFlow raises ResourceExhaustedError for a full quota too, in lower case
+    exc = (
+        "tensorflow.python.framework.errors_impl.ResourceExhaustedError: "
+        "disk quota exceeded [Op:SaveV2]"
+    )
+    doc = _triage({"train.log": TRACEBACK.format(exc=exc)})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "STORAGE_IO")
+
+
+def test_a_datasets_schema_cast_error_is_data() -> None:
+    doc = _triage(
+        {
+            "train.log": TRACEBACK.format(exc="datasets.table.CastError: Couldn't cast")
+            + "text: string\nto\n{'text': Value(dtype='string', id=None)}\n"
+            "because column names don't match\n"
+        }
+    )
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "DATA")
