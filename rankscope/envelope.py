@@ -51,7 +51,14 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
     ("kts", re.compile(r"\[\s*\d+\.\d+\]\s*")),
     # torch_xla's xla_dist: each worker's line as "<worker ip> [<ordinal>]"
     ("xla_dist", re.compile(r"(?P<v>(?:\d{1,3}\.){3}\d{1,3}) \[\d+\]\s+")),
-    ("pdsh", re.compile(r"(?P<v>[a-z][a-z0-9-]*\d[\w.-]*):\s+(?=\S)")),
+    # (a dotted exception type with a digit in its module, ``pyo3_runtime.PanicException: …``,
+    # is not a host)
+    (
+        "pdsh",
+        re.compile(
+            r"(?P<v>[a-z][a-z0-9-]*\d[\w.-]*)(?<!Error)(?<!Exception)(?<!Warning):\s+(?=\S)"
+        ),
+    ),
 ]
 
 

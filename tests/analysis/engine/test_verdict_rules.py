@@ -277,3 +277,11 @@ def test_a_datasets_schema_cast_error_is_data() -> None:
         }
     )
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "DATA")
+
+
+def test_an_exception_whose_module_has_a_digit_is_not_read_as_a_pdsh_host() -> None:
+    # tokenizers' Rust panics surface as pyo3_runtime.PanicException
+    exc = "pyo3_runtime.PanicException: called `Result::unwrap()` on an `Err` value: Internal"
+    doc = _triage({"train.log": TRACEBACK.format(exc=exc)})
+    assert doc["triage"]["shape"] == "crash"
+    assert "PanicException" in doc["root_cause"]["decided_by"]
