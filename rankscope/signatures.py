@@ -819,8 +819,8 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "c10d-socket-reset",
-        (r"Error: Connection reset by peer$", r"Error: Broken pipe$"),
-        r"^(?:RuntimeError|(?:torch\.distributed\.)?DistNetworkError): (?P<why>Connection reset by peer|Broken pipe)$",
+        (r"Error: Connection reset by peer",),
+        r"^(?:RuntimeError|(?:torch\.distributed\.)?DistNetworkError): (?P<why>Connection reset by peer)\s*$",
         "A c10d store or process-group socket was closed by the other side while the group was "
         "being set up or used (the bare RuntimeError of torch's TCPStore/ProcessGroup code).",
         "NETWORK",
