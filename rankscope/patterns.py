@@ -73,6 +73,7 @@ STRUCTURAL: tuple[str, ...] = (
     r"Root Cause \(first observed failure\)",
     r"(?:time|host|rank) {6}: ",
     r"exitcode  : ",
+    r"traceback : Signal [0-9]+ \(SIG",
     r"Sending process [0-9]+ closing signal",
     r"death signal, shutting down workers",
     r"SignalException",

@@ -614,6 +614,23 @@ CATALOGUE: tuple[Signature, ...] = (
         0.7,
     ),
     S(
+        "rendezvous-timeout",
+        (r"RendezvousTimeoutError",),
+        r"RendezvousTimeoutError",
+        "The elastic agent gave up waiting for the rendezvous: not every node joined within "
+        "the rendezvous timeout, so no worker was started.",
+        "INFRA",
+        "crash",
+        "error",
+        "Check that every node's agent was started with the same --rdzv_id/--rdzv_endpoint and "
+        "--nnodes, reaches the endpoint, and started before the timeout (join_timeout).",
+        (
+            "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError",
+            '    "message": "RendezvousTimeoutError: ",',
+        ),
+        0.7,
+    ),
+    S(
         "rendezvous-keepalive-failed",
         (r"failed to send a keep-alive heartbeat to the rendezvous",),
         r"The node '(?P<node>[^']+)' has failed to send a keep-alive heartbeat",
@@ -799,6 +816,20 @@ CATALOGUE: tuple[Signature, ...] = (
             "[W530 16:56:01.831041000 TCPStore.cpp:347] [c10d] TCP client failed to connect/validate to host 10.64.0.7:59782 - retrying (try=6, timeout=1800000ms, delay=5241ms): Connection reset by peer",
         ),
         0.75,
+    ),
+    S(
+        "c10d-socket-reset",
+        (r"Error: Connection reset by peer",),
+        r"^(?:RuntimeError|(?:torch\.distributed\.)?DistNetworkError): (?P<why>Connection reset by peer)\s*$",
+        "A c10d store or process-group socket was closed by the other side while the group was "
+        "being set up or used (the bare RuntimeError of torch's TCPStore/ProcessGroup code).",
+        "NETWORK",
+        "crash",
+        "error",
+        "Check that the peer process was still alive, then the interfaces both sides use "
+        "(NCCL_SOCKET_IFNAME/GLOO_SOCKET_IFNAME) and the route and firewall between the hosts.",
+        ("RuntimeError: Connection reset by peer",),
+        0.6,
     ),
     S(
         "gloo-connect-failed",

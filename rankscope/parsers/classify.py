@@ -458,7 +458,7 @@ def _torchrun_agent(msg: str) -> Result:
     if "Root Cause (first observed failure)" in msg:
         return "torchrun_root_marker", {}
     m = _RX["tr_field"].match(msg)
-    if m and ("      : " in msg or "  : " in msg or "error_file:" in msg):
+    if m and ("      : " in msg or "  : " in msg or "error_file:" in msg or "traceback : " in msg):
         return "torchrun_field", {"key": m.group("k"), "value": m.group("v").strip()}
     if "closing signal" in msg:
         m = _RX["closing"].search(msg)

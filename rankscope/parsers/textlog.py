@@ -177,6 +177,9 @@ class _Summary:
         elif key in ("error_file", "traceback"):
             f[key] = value[:300]
             if key == "traceback":
+                if value.startswith("Signal "):
+                    # "Signal 9 (SIGKILL) received by PID …" is what shows the worker was killed
+                    self.cur["line"], self.cur["text"] = line, text
                 self.flush()
 
     def flush(self) -> None:

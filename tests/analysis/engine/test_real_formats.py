@@ -246,3 +246,36 @@ def test_a_slurm_job_cancelled_due_to_job_requeue_ended_by_the_scheduler() -> No
         }
     )
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "INFRA")
+
+
+def test_a_signal_death_in_the_root_cause_block_cites_its_signal_line() -> None:
+    # the block's "traceback : Signal 9 (SIGKILL) …" line is what shows the worker was killed;
+    # the "rank :" line above it only names who
+    log = "\n".join(
+        [
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+            "============================================================",
+            "train.py FAILED",
+            "------------------------------------------------------------",
+            "Failures:",
+            "  <NO_OTHER_FAILURES>",
+            "------------------------------------------------------------",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2025-06-02_14:37:09",
+            "  host      : node-a",
+            "  rank      : 0 (local_rank: 0)",
+            "  exitcode  : -9 (pid: 4183)",
+            "  error_file: <N/A>",
+            "  traceback : Signal 9 (SIGKILL) received by PID 4183",
+            "============================================================",
+        ]
+    )
+    doc = _doc({"train.log": log})
+    cited = [
+        e.get("text", "")
+        for f in doc["findings"]
+        for e in f.get("evidence", [])
+        if f.get("kind") == "torchrun_first_failure"
+    ]
+    assert any("Signal 9 (SIGKILL) received by PID 4183" in t for t in cited), cited
