@@ -119,6 +119,9 @@ def summary(ctx: Context, v: Verdict) -> str:
     if v.category == "INFRA":
         if root and root.kind == "slurm_time_limit":
             return "SLURM stopped the job at its time limit (not a training failure) — resume from the last checkpoint with a longer limit or more frequent checkpoints."
+        sig = _catalogue_root(v)
+        if sig is not None:  # a known message: its own action (a rendezvous, a port in use)
+            return f"{_cap(v.root_label)}{after} — {sig.action[0].lower()}{sig.action[1:]}"
         return f"The scheduler/infrastructure ended the job ({v.root_label}) — resubmit from the last checkpoint; ask the cluster team about {', '.join(v.culprit_hosts) or 'the node'}."
     if v.category == "SOFTWARE" and root and root.kind == "run_succeeded" and v.shape == "hang":
         return "Training finished but the processes never exited until the scheduler ended the job — the results are complete; dump a lingering process's stacks (py-spy dump) and check the shutdown path (a profiler, a non-daemon thread, destroy_process_group waiting on a peer)."
@@ -332,6 +335,12 @@ def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
         first = sig.action if sig is not None else _HOST_OOM_ACTION
         watch = _MEMORY_PREVENTION if sig is not None else _HOST_MEMORY_PREVENTION
         recs = [{"kind": "immediate", "text": first}, {"kind": "prevention", "text": watch}]
+    elif sig is not None and v.shape != "slow":
+        # a catalogued root cause: what to do first is its entry's action, not the
+        # category's generic one (a rendezvous timeout is not a node to drain)
+        recs = [{"kind": "immediate", "text": sig.action}] + [
+            r for r in recs if r["kind"] != "immediate"
+        ]
     if v.shape == "slow" and v.category in SLOW_ACTION:
         recs = [
             {

@@ -125,3 +125,25 @@ def test_a_cuda_oom_keeps_the_gpu_advice() -> None:
     )
     assert "GPU memory" in doc["triage"]["summary"]
     assert any("micro-batch" in r["text"] for r in doc["recommendations"])
+
+
+def test_a_catalogued_root_cause_is_told_its_own_first_action() -> None:
+    # a rendezvous that timed out is INFRA, but no node to drain or time limit to raise:
+    # what to do first is the catalogue entry's action
+    doc = _triage(
+        {
+            "node0.log": (
+                "[INFO] Starting elastic_operator with launch configs:\n"
+                "Traceback (most recent call last):\n"
+                '  File "/usr/bin/torchrun", line 8, in <module>\n'
+                "    sys.exit(main())\n"
+                "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError\n"
+            )
+        }
+    )
+    tri = doc["triage"]
+    assert (tri["category"], tri["shape"]) == ("INFRA", "crash")
+    assert "rdzv" in tri["summary"] and "cluster team" not in tri["summary"]
+    first = doc["recommendations"][0]
+    assert first["kind"] == "immediate" and "--rdzv_endpoint" in first["text"]
+    assert not any("Resubmit" in r["text"] for r in doc["recommendations"])
