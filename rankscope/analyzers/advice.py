@@ -323,6 +323,14 @@ _RECS: dict[str, list[tuple[str, str]]] = {
 }
 
 
+# training finished, then the processes hung at exit until the scheduler ended them
+_NO_EXIT_ACTION = (
+    "The results are complete: keep the last checkpoint. Next run, dump a lingering "
+    "process's stacks (py-spy dump --pid …) and check the shutdown path (a profiler, a "
+    "non-daemon thread, destroy_process_group waiting on a peer)."
+)
+
+
 def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
     if v.shape == "none":
         return []
@@ -341,6 +349,8 @@ def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
         recs = [{"kind": "immediate", "text": sig.action}] + [
             r for r in recs if r["kind"] != "immediate"
         ]
+    if v.shape == "hang" and v.root is not None and v.root.kind == "run_succeeded":
+        recs = [{"kind": "immediate", "text": _NO_EXIT_ACTION}]
     if v.shape == "slow" and v.category in SLOW_ACTION:
         recs = [
             {

@@ -69,6 +69,9 @@ def test_a_time_limit_after_training_finished_is_a_hang_at_exit_not_the_time_lim
     doc = _triage({"slurm-5317042.out": steps + done + limit})
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("hang", "SOFTWARE")
     assert "finished" in doc["root_cause"]["decided_by"]
+    # nothing failed to read a traceback of: the advice is about the hang at exit
+    first = doc["recommendations"][0]["text"]
+    assert "py-spy" in first and "traceback" not in first
     # the time limit cutting a run still training stays the time limit
     doc = _triage({"slurm-5317042.out": steps + limit})
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "INFRA")
