@@ -126,7 +126,8 @@ CATALOGUE: tuple[Signature, ...] = (
     S(
         "xla-resource-exhausted",
         (r"RESOURCE_EXHAUSTED: ", r"Resource exhausted: "),
-        r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?P<what>.*)",
+        # not a file path: TensorFlow's file layer reports a full disk or quota the same way
+        r"(?:RESOURCE_EXHAUSTED|Resource exhausted): (?!/|[a-z][a-z0-9+.-]*://)(?P<what>.*)",
         "XLA/TensorFlow ran out of accelerator memory (HBM).",
         "OOM",
         "crash",
@@ -524,6 +525,23 @@ CATALOGUE: tuple[Signature, ...] = (
             "RuntimeError: unexpected EOF, expected 609814 more bytes. The file might be corrupted.",
         ),
         0.9,
+    ),
+    S(
+        "tf-file-resource-exhausted",
+        (r"Resource exhausted: /",),
+        r"Resource exhausted: (?P<path>/\S+)",
+        "TensorFlow could not write a file (a checkpoint, its temp state, an event file): its "
+        "file layer reports a full disk or an exceeded quota as Resource exhausted followed "
+        "by the file's path. Not memory: the storage the path is on is full.",
+        "STORAGE_IO",
+        "crash",
+        "fatal",
+        "Free space or quota on the file system of the path named (`df -h`, `quota -s`), or "
+        "write checkpoints to a larger volume; keep fewer checkpoints.",
+        (
+            "InternalError (see above for traceback): Error writing (tmp) checkpoint file: /home/user/.local/share/deepspeech_wer/checkpoint/4c19e07/model.ckpt-6.tempstate5518806414423370187: Resource exhausted: /home/user/.local/share/deepspeech_wer/checkpoint/4c19e07/model.ckpt-6.tempstate5518806414423370187",
+        ),
+        0.85,
     ),
     S(
         "cloud-fs-unexpected-response",
