@@ -592,6 +592,30 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "launcher-hung-up",
+        (
+            r"Received (?:1|Signals\.SIGHUP|SIGHUP) death signal",
+            r"SignalException: Process [0-9]+ got signal: 1",
+        ),
+        r"Received (?:1|Signals\.SIGHUP|SIGHUP) death signal"
+        r"|SignalException: Process (?P<pid>\d+) got signal: 1\b",
+        "The launcher (torchrun / the elastic agent) was sent SIGHUP, the hang-up a process gets "
+        "when the terminal or SSH session that started it goes away (nohup without disown, a "
+        "dropped connection, a closed tmux pane), and took every worker down with it: "
+        "nothing in the training itself failed.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Start the job detached from the login session (tmux/screen, setsid or nohup … & "
+        "disown, or through the scheduler) and resume from the last checkpoint.",
+        (
+            "WARNING:torch.distributed.elastic.agent.server.api:Received 1 death signal, shutting down workers",
+            "  1%|▏         | 11/750 [05:05<5:36:58, 27.36s/it]W0412 07:18:47.001000 140291664455488 torch/distributed/elastic/agent/server/api.py:688] Received Signals.SIGHUP death signal, shutting down workers",
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 52817 got signal: 1",
+        ),
+        0.8,
+    ),
+    S(
         "slurm-node-failure",
         (r"error: Node failure on ",),
         r"Node failure on (?P<host>[\w.-]+)",

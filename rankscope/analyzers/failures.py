@@ -36,6 +36,9 @@ SYMPTOMS = {
     "comm_aborted",
     "remote_error",
 }
+# symptoms a catalogue signature can name the cause of: the signal the launcher's agent got
+# says who ended the job (a hang-up from the login session is the cause itself)
+CAUSAL_WHEN_CATALOGUED = {"agent_signal"}
 NOT_ERRORS = {
     "nccl_progress",
     "run_succeeded",
@@ -253,7 +256,7 @@ def _causes_and_first_errors(ctx: Context) -> tuple[list[dict[str, Any]], dict[i
             if cause is not None:
                 causes.append(cause)
             continue
-        if e.kind in SYMPTOMS:
+        if e.kind in SYMPTOMS and not (e.kind in CAUSAL_WHEN_CATALOGUED and "sig" in e.fields):
             continue
         cat = _category(e)
         if cat is None:

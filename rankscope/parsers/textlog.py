@@ -59,6 +59,7 @@ GENERIC_KINDS = {
     "storage_error",
     "host_oom_kill",
     "nan_detected",
+    "agent_signal",  # which signal, and who sent it, is what the line means
 }
 # a traceback echoes the source line that raised: its message text is not the message
 _CODE_STARTS = ("raise ", 'f"', "f'", "assert ", "print(", "logger.", "logging.", "warnings.warn(")
