@@ -592,6 +592,26 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "rendezvous-host-not-found",
+        (r"host not found: ",),
+        r"host not found: (?P<why>[^\n]*)",
+        "A host name the job connects to (MASTER_ADDR, the rendezvous endpoint, the store "
+        "host a pod advertised) does not resolve on this node: a name missing from DNS or "
+        "/etc/hosts, a pod whose DNS record is not published yet, or a job placed on the "
+        "wrong machine.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Give the launcher an address every node resolves (an IP, or the name added to DNS "
+        "or /etc/hosts); on Kubernetes wait for the pods' DNS records (or use their IPs) "
+        "before the rendezvous; check MASTER_ADDR / --rdzv-endpoint in the job script.",
+        (
+            "ValueError: host not found: Name or service not known",
+            "Error: Rank -1 received an Exception. Detailed message: host not found: Name or service not known",
+        ),
+        0.85,
+    ),
+    S(
         "launcher-hung-up",
         (
             r"Received (?:1|Signals\.SIGHUP|SIGHUP) death signal",
