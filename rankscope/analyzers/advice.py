@@ -111,7 +111,7 @@ def summary(ctx: Context, v: Verdict) -> str:
         what = "Hardware failure" if host_fault else "GPU failure"
         return f"{what}{xid}{det} on {', '.join(v.culprit_hosts) or where or 'one node'}{after} — drain that node, restart from the last checkpoint without it."
     if v.category == "NETWORK":
-        return _network_summary(ctx, v)
+        return _network_summary(ctx, v, after)
     if v.category == "NUMERICAL":
         step = f.get("step") or ctx.facts.metrics.get("nan_step")
         at = f" at step {step}" if step is not None else ""
@@ -203,12 +203,17 @@ def _oom_summary(v: Verdict, where: str, after: str) -> str:
     return f"{_cap(where) or 'A rank'} {what}{after} — lower per-GPU memory (micro-batch, activation checkpointing) and restart from the last checkpoint."
 
 
-def _network_summary(ctx: Context, v: Verdict) -> str:
+def _network_summary(ctx: Context, v: Verdict, after: str) -> str:
     root = v.root
     if v.shape == "slow":
         return f"Training slowed: communication is slow on {', '.join(v.culprit_hosts[:6])} while compute is equal — test those nodes' links with nccl-tests and drain them if confirmed."
     if v.extra.get("first_collective"):
         return f"The first collective of its process group never completed ({_stuck(ctx)}) and no rank logged an error: the connections NCCL opens for it did not carry it — rerun with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the transports; try NCCL_P2P_DISABLE=1 (GPU peer-to-peer within a node: PCIe ACS/IOMMU) and NCCL_IB_DISABLE=1 or NCCL_SOCKET_IFNAME (between nodes); run nccl-tests on the same nodes."
+    sig = _catalogue_root(v)
+    if sig is not None and not v.extra.get("all_in_collective"):
+        # a known message names its own link (a store, a socket, a verbs call): say that
+        on = f" on {', '.join(v.culprit_hosts[:4])}" if v.culprit_hosts else ""
+        return f"{_cap(v.root_label)}{on}{after} — {sig.action[0].lower()}{sig.action[1:]}"
     if v.extra.get("all_in_collective"):
         scope = "every rank was inside the collective, no rank is to blame"
     elif v.culprit_hosts:

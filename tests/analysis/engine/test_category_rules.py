@@ -147,3 +147,27 @@ def test_a_catalogued_root_cause_is_told_its_own_first_action() -> None:
     first = doc["recommendations"][0]
     assert first["kind"] == "immediate" and "--rdzv_endpoint" in first["text"]
     assert not any("Resubmit" in r["text"] for r in doc["recommendations"])
+
+
+def test_a_catalogued_network_root_is_summarised_in_its_own_words_not_as_a_fabric_fault() -> None:
+    tri = _triage(
+        {
+            "node1.log": "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: "
+            "The connection to the C10d store has failed. See inner exception for details.\n"
+        }
+    )["triage"]
+    assert tri["category"] == "NETWORK"
+    assert "c10d store" in tri["summary"] and "IB/RoCE fabric" not in tri["summary"]
+
+
+def test_a_launcher_hung_up_by_sighup_is_the_cause_not_an_echo() -> None:
+    tri = _triage(
+        {
+            "train.log": "WARNING:torch.distributed.elastic.agent.server.api:Received 1 death "
+            "signal, shutting down workers\n"
+            "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4101 "
+            "closing signal SIGHUP\n"
+        }
+    )["triage"]
+    assert (tri["category"], tri["shape"]) == ("INFRA", "crash")
+    assert "SIGHUP" in tri["summary"]
