@@ -636,6 +636,39 @@ CATALOGUE: tuple[Signature, ...] = (
         0.8,
     ),
     S(
+        "cloud-vm-preempted",
+        (r"termination is imminent",),
+        r"termination is imminent",
+        "The cloud provider is reclaiming the machine (a spot/preemptible VM's termination "
+        "notice): the job loses the node within seconds, nothing in the training failed.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Resume from the last checkpoint on another node; checkpoint on the termination "
+        "notice (or more often) and keep checkpoints where a replacement VM can read them.",
+        (
+            "Mar 04 11:27:58Z tc-train-b-linux-v100-gpu-4-1tb-q3k9zp7w2m4n5r8tx1-1 start-worker 2025/03/04 11:27:58 GCP Metadata Service says termination is imminent",
+        ),
+        0.85,
+    ),
+    S(
+        "tpu-lame-workers",
+        (r"lame workers found",),
+        r"lame workers found: (?P<what>.*)",
+        "The TPU host lost the heartbeat of its TPU workers: the TPU was preempted, taken for "
+        "maintenance or restarted under the job.",
+        "INFRA",
+        None,
+        "fatal",
+        "Check the TPU's state and history (gcloud compute tpus describe / operations list); "
+        "recreate it and resume from the last checkpoint, and make the training loop exit "
+        "when the workers are lost so a restart can run.",
+        (
+            "I0611 14:34:21.925864 139846025713472 session_support.py:391] ShutdownHook: lame workers found: HeartbeatManager(/job:worker/replica:0/task:0/device:CPU:0)",
+        ),
+        0.8,
+    ),
+    S(
         "slurm-node-failure",
         (r"error: Node failure on ",),
         r"Node failure on (?P<host>[\w.-]+)",
