@@ -218,7 +218,12 @@ _PROGRAM_ERROR_KINDS = {"python_exception", "signature", "traceback"}
 
 
 def _same_on_every_rank(e: Event) -> bool:
-    return e.kind in _PROGRAM_ERROR_KINDS and e.fields.get("around_rank") is None
+    """A program error every rank would raise alike — unless the message itself names the
+    rank it is about (NCCL's "around rank N", DDP's "did not receive grad for rank N")."""
+    names_rank = e.fields.get("around_rank") is not None or (
+        "sig" in e.fields and "rank" in e.fields
+    )
+    return e.kind in _PROGRAM_ERROR_KINDS and not names_rank
 
 
 def _failed_tasks(ctx: Context, e: Event) -> list[int]:
