@@ -226,6 +226,19 @@ def _same_on_every_rank(e: Event) -> bool:
     return e.kind in _PROGRAM_ERROR_KINDS and not names_rank
 
 
+def _mutual_mismatch(ctx: Context) -> bool:
+    """Two ranks each report the other in a different collective (``Rank 1 is running …, but
+    Rank 7 is running …`` and ``Rank 7 is running …, but Rank 1 …``): both sides of one
+    disagreement are in the log, and which of them printed under a rank prefix says nothing
+    of which one diverged."""
+    pairs = {
+        (e.fields.get("rank_a"), e.fields.get("rank_b"))
+        for e in ctx.by_kind.get("collective_mismatch", [])
+        if e.fields.get("rank_a") is not None
+    }
+    return any((b, a) in pairs for a, b in pairs)
+
+
 def _failed_tasks(ctx: Context, e: Event) -> list[int]:
     """The tasks srun reports ended (``srun: error: cn7: task 3: Killed``) in the root's own
     output file: a step's task index is its rank."""
@@ -916,13 +929,16 @@ class VerdictAnalyzer:
             # a per-rank check named the rank whose own values went non-finite
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = hosts
-        elif (sig is not None and sig.shared) or (
-            cat == "SOFTWARE" and not pick.get("ranks") and _same_on_every_rank(e)
+        elif (
+            (sig is not None and sig.shared)
+            or (cat == "SOFTWARE" and not pick.get("ranks") and _same_on_every_rank(e))
+            or (e.kind == "collective_mismatch" and not pick.get("ranks") and _mutual_mismatch(ctx))
         ):
             # a program or configuration error raised in Python (an assertion on shapes, an
             # import, a state dict that does not fit), or a limit every rank shares (a
             # signature's ``shared``): every rank runs the same code with the same settings,
-            # the rank whose output shows it is only the one that was printed
+            # the rank whose output shows it is only the one that was printed; likewise a
+            # collective mismatch both sides report without a majority (odd_one_out.py)
             v.culprit_ranks, v.culprit_hosts = [], []
         elif cat in ("NUMERICAL", "INFRA"):
             v.culprit_ranks = []
