@@ -951,6 +951,43 @@ CATALOGUE: tuple[Signature, ...] = (
         0.95,
     ),
     S(
+        "zero-param-reduced-twice",
+        (r"has already been reduced\. +Gradient computed twice",),
+        r"The parameter (?P<param>\d+) has already been reduced\. +Gradient computed twice",
+        "a parameter whose gradient DeepSpeed ZeRO was asked to reduce twice in one step: "
+        "re-entrant activation checkpointing (or a parameter used twice, a shared or "
+        "Siamese module) produced a second gradient for a partition already reduced.",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Use non-reentrant gradient checkpointing (use_reentrant=False) or disable it, or "
+        "drop to ZeRO stage 1 for models that reuse a module; the parameter id names it.",
+        (
+            "[default0]:AssertionError: The parameter 388 has already been reduced.             Gradient computed twice for this partition.             Multiple gradient reduction is currently not supported",
+        ),
+        0.9,
+    ),
+    S(
+        "nccl-duplicate-gpu",
+        (r"Duplicate GPU detected : rank",),
+        r"Duplicate GPU detected : rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device "
+        r"(?P<busid>[0-9a-fA-F]+)",
+        "two ranks opened the same GPU: NCCL refuses a communicator with two ranks on one "
+        "device (invalid usage). The processes were not pinned to their own GPU (the local "
+        "rank unused, CUDA_VISIBLE_DEVICES the same for all, a hard-coded device).",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Pin each process to its local rank's GPU (torch.cuda.set_device(local_rank), "
+        "hvd.local_rank(), or one CUDA_VISIBLE_DEVICES entry per process) and check the "
+        "launcher gives every process its own GPU.",
+        (
+            "[1,2]<stdout>:gpu-c03:29880:30398 [0] init.cc:497 NCCL WARN Duplicate GPU detected : rank 2 and rank 0 both on CUDA device 1000",
+        ),
+        0.95,
+        shared=True,  # the launch configuration of every process, not one rank's fault
+    ),
+    S(
         "binary-file-read-as-text",
         (r"can't decode byte 0x80 in position 0: invalid start byte",),
         r"codec can't decode byte 0x80 in position 0: invalid start byte",
