@@ -239,6 +239,23 @@ def _mutual_mismatch(ctx: Context) -> bool:
     return any((b, a) in pairs for a, b in pairs)
 
 
+def _first_traceback_end(ctx: Context, file: str, excs: list[Event]) -> Event:
+    """The outermost exception of the file's first traceback: a ``Traceback (most recent
+    call last)`` header after an exception starts another one (another process's copy, a
+    later failure) unless a chain line (``The above exception was the direct cause …``,
+    ``During handling of the above exception …``) joins them."""
+    marks = sorted(
+        (x.line, x.kind) for x in ctx.kinds("traceback", "exception_chain") if x.file == file
+    )
+    end = excs[0]
+    for e in excs[1:]:
+        between = {k for ln, k in marks if end.line < ln < e.line}
+        if "traceback" in between and "exception_chain" not in between:
+            break
+        end = e
+    return end
+
+
 def _failed_tasks(ctx: Context, e: Event) -> list[int]:
     """The tasks srun reports ended (``srun: error: cn7: task 3: Killed``) in the root's own
     output file: a step's task index is its rank."""
@@ -815,7 +832,7 @@ class VerdictAnalyzer:
             return None
         first_file = min(by_file, key=lambda f: (etime(by_file[f][0]) or "9999", f))
         evs = sorted(by_file[first_file], key=lambda e: e.line)
-        e = evs[-1]
+        e = _first_traceback_end(ctx, first_file, evs)
         t = str(e.fields.get("type", ""))
         rule = exception_rule(t, str(e.fields.get("message", "")))
         rank_host = ctx.facts.rank_host

@@ -304,3 +304,23 @@ def test_a_program_error_that_names_its_rank_blames_that_rank_and_a_plain_one_no
     doc = _triage({"train.log": TRACEBACK.format(exc="") + ddp.splitlines()[0] + "\n"})
     assert doc["triage"]["category"] == "SOFTWARE"
     assert doc["localization"]["culprit_ranks"] == []
+
+
+def test_the_exception_table_reads_the_outermost_exception_of_the_first_traceback() -> None:
+    first = TRACEBACK.format(exc="ValueError: bad config key 'lr_sched'")
+    second = TRACEBACK.format(exc="KeyError: 'input_ids'")
+    # two processes' tracebacks one after the other: the first process's failure decides
+    doc = _triage({"train.log": first + second})
+    assert doc["root_cause"]["decided_by"].startswith("exception table: ValueError")
+    # a chained traceback: its outermost exception decides
+    chained = first + "\nThe above exception was the direct cause of the following exception:\n\n"
+    doc = _triage({"train.log": chained + second})
+    assert doc["root_cause"]["decided_by"].startswith("exception table: KeyError")
+    # mp.spawn re-raising a child's traceback: the child's exception decides
+    spawned = (
+        TRACEBACK.format(exc="torch.multiprocessing.spawn.ProcessRaisedException: ")
+        + "\n-- Process 0 terminated with the following error:\n"
+        + TRACEBACK.format(exc="AttributeError: Can't pickle local object 'f.<locals>.<lambda>'")
+    )
+    doc = _triage({"train.log": spawned})
+    assert doc["root_cause"]["decided_by"].startswith("exception table: AttributeError")
