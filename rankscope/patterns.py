@@ -81,6 +81,9 @@ STRUCTURAL: tuple[str, ...] = (
     # Python-level failures
     r"[A-Za-z][A-Za-z0-9_]*(?:Error|Exception): ",
     r"Traceback \(most recent call last\)",
+    r"exception was the direct cause of the following exception",
+    r"During handling of the above exception",
+    r"terminated with the following error",  # mp.spawn: the child's traceback follows
     r"Segmentation fault",
     r"Fatal Python error",
     # numerical

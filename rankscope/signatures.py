@@ -1012,6 +1012,77 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "ddp-unfinished-reduction",
+        (r"Expected to have finished reduction in the prior iteration",),
+        r"Expected to have finished reduction in the prior iteration before starting a new one",
+        "a DDP gradient reduction left unfinished by the last iteration: some parameters "
+        "took no part in the loss (a branch the forward pass skipped, outputs left out of "
+        "the loss), so their gradients were never reduced.",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Pass find_unused_parameters=True to DistributedDataParallel (the framework's "
+        "find_unused_parameters setting), or make every parameter take part in the loss on "
+        "every rank; TORCH_DISTRIBUTED_DEBUG=DETAIL names the parameters.",
+        (
+            "RuntimeError: Expected to have finished reduction in the prior iteration before starting a new one. This error indicates that your module has parameters that were not used in producing loss. You can enable unused parameter detection by (1) passing the keyword argument `find_unused_parameters=True` to `torch.nn.parallel.DistributedDataParallel`; (2) making sure all `forward` function outputs participate in calculating loss. If you already have done the above two steps, then the distributed data parallel module wasn't able to locate the output tensors in the return value of your module's `forward` function. Please include the loss function and the structure of the return value of `forward` of your module when reporting this issue (e.g. list, dict, iterable).",
+        ),
+        0.9,
+    ),
+    S(
+        "ddp-params-without-grad-on-rank",
+        (r"did not receive grad for rank [0-9]",),
+        r"Parameter(?:s| indices) which did not receive grad for rank (?P<rank>\d+)",
+        "parameters that got no gradient on this rank (DDP lists them): the forward pass on "
+        "that rank skipped them (a rank- or data-dependent branch), so the reduction of the "
+        "previous iteration could not finish.",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Find the branch that skips the listed parameters on that rank (a batch without "
+        "targets, a frozen or conditional head) and make them take part in the loss, or pass "
+        "find_unused_parameters=True to DistributedDataParallel.",
+        ("Parameter indices which did not receive grad for rank 3: 444 445 446 447 448 449",),
+        0.95,
+    ),
+    S(
+        "zero-param-reduced-twice",
+        (r"has already been reduced\. +Gradient computed twice",),
+        r"The parameter (?P<param>\d+) has already been reduced\. +Gradient computed twice",
+        "a parameter whose gradient DeepSpeed ZeRO was asked to reduce twice in one step: "
+        "re-entrant activation checkpointing (or a parameter used twice, a shared or "
+        "Siamese module) produced a second gradient for a partition already reduced.",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Use non-reentrant gradient checkpointing (use_reentrant=False) or disable it, or "
+        "drop to ZeRO stage 1 for models that reuse a module; the parameter id names it.",
+        (
+            "[default0]:AssertionError: The parameter 388 has already been reduced.             Gradient computed twice for this partition.             Multiple gradient reduction is currently not supported",
+        ),
+        0.9,
+    ),
+    S(
+        "nccl-duplicate-gpu",
+        (r"Duplicate GPU detected : rank",),
+        r"Duplicate GPU detected : rank (?P<a>\d+) and rank (?P<b>\d+) both on CUDA device "
+        r"(?P<busid>[0-9a-fA-F]+)",
+        "two ranks opened the same GPU: NCCL refuses a communicator with two ranks on one "
+        "device (invalid usage). The processes were not pinned to their own GPU (the local "
+        "rank unused, CUDA_VISIBLE_DEVICES the same for all, a hard-coded device).",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Pin each process to its local rank's GPU (torch.cuda.set_device(local_rank), "
+        "hvd.local_rank(), or one CUDA_VISIBLE_DEVICES entry per process) and check the "
+        "launcher gives every process its own GPU.",
+        (
+            "[1,2]<stdout>:gpu-c03:29880:30398 [0] init.cc:497 NCCL WARN Duplicate GPU detected : rank 2 and rank 0 both on CUDA device 1000",
+        ),
+        0.95,
+        shared=True,  # the launch configuration of every process, not one rank's fault
+    ),
+    S(
         "binary-file-read-as-text",
         (r"can't decode byte 0x80 in position 0: invalid start byte",),
         r"codec can't decode byte 0x80 in position 0: invalid start byte",

@@ -218,7 +218,42 @@ _PROGRAM_ERROR_KINDS = {"python_exception", "signature", "traceback"}
 
 
 def _same_on_every_rank(e: Event) -> bool:
-    return e.kind in _PROGRAM_ERROR_KINDS and e.fields.get("around_rank") is None
+    """A program error every rank would raise alike — unless the message itself names the
+    rank it is about (NCCL's "around rank N", DDP's "did not receive grad for rank N")."""
+    names_rank = e.fields.get("around_rank") is not None or (
+        "sig" in e.fields and "rank" in e.fields
+    )
+    return e.kind in _PROGRAM_ERROR_KINDS and not names_rank
+
+
+def _mutual_mismatch(ctx: Context) -> bool:
+    """Two ranks each report the other in a different collective (``Rank 1 is running …, but
+    Rank 7 is running …`` and ``Rank 7 is running …, but Rank 1 …``): both sides of one
+    disagreement are in the log, and which of them printed under a rank prefix says nothing
+    of which one diverged."""
+    pairs = {
+        (e.fields.get("rank_a"), e.fields.get("rank_b"))
+        for e in ctx.by_kind.get("collective_mismatch", [])
+        if e.fields.get("rank_a") is not None
+    }
+    return any((b, a) in pairs for a, b in pairs)
+
+
+def _first_traceback_end(ctx: Context, file: str, excs: list[Event]) -> Event:
+    """The outermost exception of the file's first traceback: a ``Traceback (most recent
+    call last)`` header after an exception starts another one (another process's copy, a
+    later failure) unless a chain line (``The above exception was the direct cause …``,
+    ``During handling of the above exception …``) joins them."""
+    marks = sorted(
+        (x.line, x.kind) for x in ctx.kinds("traceback", "exception_chain") if x.file == file
+    )
+    end = excs[0]
+    for e in excs[1:]:
+        between = {k for ln, k in marks if end.line < ln < e.line}
+        if "traceback" in between and "exception_chain" not in between:
+            break
+        end = e
+    return end
 
 
 def _failed_tasks(ctx: Context, e: Event) -> list[int]:
@@ -797,7 +832,7 @@ class VerdictAnalyzer:
             return None
         first_file = min(by_file, key=lambda f: (etime(by_file[f][0]) or "9999", f))
         evs = sorted(by_file[first_file], key=lambda e: e.line)
-        e = evs[-1]
+        e = _first_traceback_end(ctx, first_file, evs)
         t = str(e.fields.get("type", ""))
         rule = exception_rule(t, str(e.fields.get("message", "")))
         rank_host = ctx.facts.rank_host
@@ -911,13 +946,16 @@ class VerdictAnalyzer:
             # a per-rank check named the rank whose own values went non-finite
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = hosts
-        elif (sig is not None and sig.shared) or (
-            cat == "SOFTWARE" and not pick.get("ranks") and _same_on_every_rank(e)
+        elif (
+            (sig is not None and sig.shared)
+            or (cat == "SOFTWARE" and not pick.get("ranks") and _same_on_every_rank(e))
+            or (e.kind == "collective_mismatch" and not pick.get("ranks") and _mutual_mismatch(ctx))
         ):
             # a program or configuration error raised in Python (an assertion on shapes, an
             # import, a state dict that does not fit), or a limit every rank shares (a
             # signature's ``shared``): every rank runs the same code with the same settings,
-            # the rank whose output shows it is only the one that was printed
+            # the rank whose output shows it is only the one that was printed; likewise a
+            # collective mismatch both sides report without a majority (odd_one_out.py)
             v.culprit_ranks, v.culprit_hosts = [], []
         elif cat in ("NUMERICAL", "INFRA"):
             v.culprit_ranks = []

@@ -560,6 +560,15 @@ def _crash_or_lifecycle(msg: str) -> Result:
     return None
 
 
+# lines joining two tracebacks into one failure: Python's exception chaining, and
+# torch.multiprocessing re-raising a spawned process's own traceback
+_CHAIN_WORDS = (
+    "exception was the direct cause of the following",
+    "During handling of the above exception",
+    "terminated with the following error",
+)
+
+
 def _exceptions(msg: str) -> Result:
     """Python exceptions and tracebacks."""
     m = _RX["exception"].search(msg)
@@ -572,6 +581,8 @@ def _exceptions(msg: str) -> Result:
         }
     if "Traceback (most recent call last)" in msg:
         return "traceback", {}
+    if any(w in msg for w in _CHAIN_WORDS):
+        return "exception_chain", {}  # the next traceback continues this one
     return None
 
 

@@ -38,6 +38,7 @@ _KEEP_LAST = {
     "nccl_progress",
     "python_exception",  # what the process died of is its last exception
     "traceback",
+    "exception_chain",
     "retry",
     "connection_error",
     "nan_loss",

@@ -104,7 +104,16 @@ def test_a_tie_names_nobody() -> None:
     r = engine.parse_artifact(io.BytesIO(_mismatch_log(2, {1: "BROADCAST"})), name="job.out")
     doc = engine.analyze([r])
     assert "odd_one_out" not in doc["localization"]
-    assert doc["localization"]["culprit_ranks"] == [0, 1]  # both printed it; neither is the odd one
+    # both sides printed it, each naming the other: neither is the odd one, and the two of
+    # them are every rank of the job
+    assert doc["localization"]["culprit_ranks"] == []
+    assert doc["triage"]["category"] == "SOFTWARE"
+
+
+def test_a_mismatch_only_one_side_printed_stays_with_the_rank_that_printed_it() -> None:
+    log = _mismatch_log(2, {1: "BROADCAST"}).splitlines(keepends=True)[1]
+    doc = engine.analyze([engine.parse_artifact(io.BytesIO(log), name="job.out")])
+    assert doc["localization"]["culprit_ranks"] == [1]
 
 
 def test_an_nccl_setting_on_one_rank_is_named_with_its_line() -> None:

@@ -288,3 +288,39 @@ def test_an_exception_whose_module_has_a_digit_is_not_read_as_a_pdsh_host() -> N
     doc = _triage({"train.log": TRACEBACK.format(exc=exc)})
     assert doc["triage"]["shape"] == "crash"
     assert "PanicException" in doc["root_cause"]["decided_by"]
+
+
+def test_a_program_error_that_names_its_rank_blames_that_rank_and_a_plain_one_nobody() -> None:
+    ddp = (
+        "RuntimeError: Expected to have finished reduction in the prior iteration before "
+        "starting a new one. This error indicates that your module has parameters that were "
+        "not used in producing loss.\n"
+        "Parameter indices which did not receive grad for rank 3: 444 445 446\n"
+    )
+    doc = _triage({"train.log": TRACEBACK.format(exc="") + ddp})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "SOFTWARE")
+    assert doc["localization"]["culprit_ranks"] == [3]
+    assert doc["root_cause"]["decided_by"] == "signature ddp-params-without-grad-on-rank"
+    doc = _triage({"train.log": TRACEBACK.format(exc="") + ddp.splitlines()[0] + "\n"})
+    assert doc["triage"]["category"] == "SOFTWARE"
+    assert doc["localization"]["culprit_ranks"] == []
+
+
+def test_the_exception_table_reads_the_outermost_exception_of_the_first_traceback() -> None:
+    first = TRACEBACK.format(exc="ValueError: bad config key 'lr_sched'")
+    second = TRACEBACK.format(exc="KeyError: 'input_ids'")
+    # two processes' tracebacks one after the other: the first process's failure decides
+    doc = _triage({"train.log": first + second})
+    assert doc["root_cause"]["decided_by"].startswith("exception table: ValueError")
+    # a chained traceback: its outermost exception decides
+    chained = first + "\nThe above exception was the direct cause of the following exception:\n\n"
+    doc = _triage({"train.log": chained + second})
+    assert doc["root_cause"]["decided_by"].startswith("exception table: KeyError")
+    # mp.spawn re-raising a child's traceback: the child's exception decides
+    spawned = (
+        TRACEBACK.format(exc="torch.multiprocessing.spawn.ProcessRaisedException: ")
+        + "\n-- Process 0 terminated with the following error:\n"
+        + TRACEBACK.format(exc="AttributeError: Can't pickle local object 'f.<locals>.<lambda>'")
+    )
+    doc = _triage({"train.log": spawned})
+    assert doc["root_cause"]["decided_by"].startswith("exception table: AttributeError")
