@@ -380,6 +380,22 @@ CATALOGUE: tuple[Signature, ...] = (
         0.8,
     ),
     S(
+        "tokenizer-input-not-text",
+        (r"TextInputSequence",),
+        r"TextEncodeInput must be Union\[TextInputSequence|TextInputSequence must be str",
+        "The fast tokenizer was handed something that is not text (a missing value, a number, a "
+        "nested list) from a dataset record.",
+        "DATA",
+        "crash",
+        "error",
+        "Find the empty or non-string fields in the text columns (NaN/None rows of a CSV or "
+        "dataframe) and drop or fill them before tokenizing.",
+        (
+            "TypeError: TextEncodeInput must be Union[TextInputSequence, Tuple[InputSequence, InputSequence]]",
+        ),
+        0.8,
+    ),
+    S(
         "dataset-preprocessing",
         (
             r"Running tokenizer on [^|]{0,80}: +[0-9]+%\|",
