@@ -64,6 +64,10 @@ def test_every_declared_format_reads_its_example(fmt) -> None:
             "run3; step 000032/200000; rtime 210.16; itime 212.36; loss = 76.1",
             {"step": 32, "step_time": 212.36, "data_time": 210.16},
         ),
+        (
+            "epoch:  10,     loss: 0.2568,   time now: 33:28.830665  time delta: 1:02:03.500000",
+            {"step": 10, "step_time": 3723.5},
+        ),
     ],
 )
 def test_format_examples(line: str, want: dict) -> None:
