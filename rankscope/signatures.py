@@ -202,6 +202,22 @@ CATALOGUE: tuple[Signature, ...] = (
         0.95,
     ),
     S(
+        "loss-scale-at-floor",
+        (r"Attempted loss scale: 1(?:\.0)?, reducing to",),
+        r"Attempted loss scale: 1(?:\.0)?, reducing to (?P<scale>[\d.e-]+)",
+        "DeepSpeed's dynamic loss scale is at its floor (1) and the step still overflows: every "
+        "step is skipped and the model no longer trains (releases that do not abort keep going).",
+        "NUMERICAL",
+        "diverge",
+        "error",
+        "Train in bf16 (or fp32) if the model overflows fp16, else lower the learning rate or "
+        "clip gradients; resume from a checkpoint before the overflows began.",
+        (
+            "  0%|▋                                                                                                                                                                | 121/24128 [00:49<2:40:02,  2.51it/s][2024-11-27 00:37:04,448] [INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1",
+        ),
+        0.85,
+    ),
+    S(
         "loss-scale-collapsed",
         (
             r"reducing loss scale to [0-9.]+e-[0-9]",
