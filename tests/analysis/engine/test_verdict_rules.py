@@ -288,3 +288,24 @@ def test_an_exception_whose_module_has_a_digit_is_not_read_as_a_pdsh_host() -> N
     doc = _triage({"train.log": TRACEBACK.format(exc=exc)})
     assert doc["triage"]["shape"] == "crash"
     assert "PanicException" in doc["root_cause"]["decided_by"]
+
+
+OVERFLOW_AT_FLOOR = (
+    "[INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. "
+    "Attempted loss scale: 1, reducing to 1 (step {i})\n"
+)
+
+
+def test_a_repeated_message_is_cited_at_its_real_last_occurrence() -> None:
+    text = "".join(OVERFLOW_AT_FLOOR.format(i=i) for i in range(40))
+    doc = _triage({"train.log": text})
+    assert doc["root_cause"]["decided_by"] == "signature loss-scale-at-floor"
+    last = [c for c in doc["root_cause"]["chain"] if "(last occurrence)" in c["event"]]
+    assert last and last[0]["evidence"][0]["line"] == 40
+
+
+def test_many_lines_of_one_catalogued_message_do_not_hide_another() -> None:
+    bar = "Running tokenizer on dataset (num_proc=8):  {p}%|#   | {p}00/10000 [00:01<00:09]\n"
+    text = "".join(bar.format(p=p) for p in range(1, 60)) + OVERFLOW_AT_FLOOR.format(i=1) * 3
+    doc = _triage({"train.log": text})
+    assert doc["triage"]["category"] == "NUMERICAL", doc["root_cause"]
