@@ -325,6 +325,25 @@ CATALOGUE: tuple[Signature, ...] = (
         shared=True,
     ),
     S(
+        "sigbus-no-backing-page",
+        (r"Signal: Bus error \(7\)", r"Signal code: Non-exist[ae]nt physical address"),
+        r"Signal: Bus error \((?P<signal>7)\)|Signal code: Non-exist[ae]nt physical address",
+        "A process died of SIGBUS touching a mapped page with nothing behind it (Open MPI's "
+        "signal handler): in a training job, shared memory that outgrew the container's "
+        "/dev/shm — tensors the DataLoader's workers pass, or a shared-memory transport.",
+        "DATA",
+        "crash",
+        "fatal",
+        "Give the container more shared memory (--shm-size or --ipc=host) or lower the "
+        "DataLoader's num_workers; the rank mpirun names is only the first it saw end.",
+        (
+            "[1,2]<stderr>:[3f9c1e27ab40:00144] Signal: Bus error (7)",
+            "[1,2]<stderr>:[3f9c1e27ab40:00144] Signal code: Non-existant physical address (2)",
+        ),
+        0.6,
+        shared=True,
+    ),
+    S(
         "dataloader-worker-timeout",
         (r"Worker timed out after [0-9]+ seconds",),
         r"Worker timed out after (?P<s>\d+) seconds",

@@ -309,3 +309,19 @@ def test_many_lines_of_one_catalogued_message_do_not_hide_another() -> None:
     text = "".join(bar.format(p=p) for p in range(1, 60)) + OVERFLOW_AT_FLOOR.format(i=1) * 3
     doc = _triage({"train.log": text})
     assert doc["triage"]["category"] == "NUMERICAL", doc["root_cause"]
+
+
+def test_a_sigbus_on_every_rank_is_shared_memory_and_not_the_rank_mpirun_names() -> None:
+    lines = []
+    for r in range(4):
+        lines += [
+            f"[1,{r}]<stderr>:[c0ffee12:0010{r}] *** Process received signal ***",
+            f"[1,{r}]<stderr>:[c0ffee12:0010{r}] Signal: Bus error (7)",
+            f"[1,{r}]<stderr>:[c0ffee12:0010{r}] Signal code: Non-existant physical address (2)",
+        ]
+    lines.append(
+        "mpirun noticed that process rank 2 with PID 0 on node c0ffee12 exited on signal 7 (Bus error)."
+    )
+    doc = _triage({"run.log": "\n".join(lines) + "\n"})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "DATA")
+    assert doc["localization"]["culprit_ranks"] == []
