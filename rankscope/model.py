@@ -73,7 +73,8 @@ class ParseResult:
 
     Bounded in size: at most ``MAX_EVENTS_PER_KIND_PER_RANK`` events of one kind
     per rank are kept (the first ones, since the first failure matters most;
-    for a few kinds where the last one matters, the last is kept too);
+    lines a catalogue signature read are counted per signature; for a few kinds
+    where the last one matters, and for every signature, the last is kept too);
     ``event_counts`` keeps the true totals.
     ``line_index`` is a sparse list of ``(line_no, byte_offset)`` pairs
     (``line_no`` 1-based, the line starting at ``byte_offset``) so a viewer can

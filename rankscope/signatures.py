@@ -203,6 +203,22 @@ CATALOGUE: tuple[Signature, ...] = (
         0.95,
     ),
     S(
+        "loss-scale-at-floor",
+        (r"Attempted loss scale: 1(?:\.0)?, reducing to",),
+        r"Attempted loss scale: 1(?:\.0)?, reducing to (?P<scale>[\d.e-]+)",
+        "DeepSpeed's dynamic loss scale is at its floor (1) and the step still overflows: every "
+        "step is skipped and the model no longer trains (releases that do not abort keep going).",
+        "NUMERICAL",
+        "diverge",
+        "error",
+        "Train in bf16 (or fp32) if the model overflows fp16, else lower the learning rate or "
+        "clip gradients; resume from a checkpoint before the overflows began.",
+        (
+            "  0%|▋                                                                                                                                                                | 121/24128 [00:49<2:40:02,  2.51it/s][2024-11-27 00:37:04,448] [INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1",
+        ),
+        0.85,
+    ),
+    S(
         "loss-scale-collapsed",
         (
             r"reducing loss scale to [0-9.]+e-[0-9]",
@@ -310,6 +326,25 @@ CATALOGUE: tuple[Signature, ...] = (
         shared=True,
     ),
     S(
+        "sigbus-no-backing-page",
+        (r"Signal: Bus error \(7\)", r"Signal code: Non-exist[ae]nt physical address"),
+        r"Signal: Bus error \((?P<signal>7)\)|Signal code: Non-exist[ae]nt physical address",
+        "A process died of SIGBUS touching a mapped page with nothing behind it (Open MPI's "
+        "signal handler): in a training job, shared memory that outgrew the container's "
+        "/dev/shm — tensors the DataLoader's workers pass, or a shared-memory transport.",
+        "DATA",
+        "crash",
+        "fatal",
+        "Give the container more shared memory (--shm-size or --ipc=host) or lower the "
+        "DataLoader's num_workers; the rank mpirun names is only the first it saw end.",
+        (
+            "[1,2]<stderr>:[3f9c1e27ab40:00144] Signal: Bus error (7)",
+            "[1,2]<stderr>:[3f9c1e27ab40:00144] Signal code: Non-existant physical address (2)",
+        ),
+        0.6,
+        shared=True,
+    ),
+    S(
         "dataloader-worker-timeout",
         (r"Worker timed out after [0-9]+ seconds",),
         r"Worker timed out after (?P<s>\d+) seconds",
@@ -377,6 +412,22 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             "/opt/conda/conda-bld/pytorch_1686274778240/work/aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [58,0,0], thread: [24,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
             "  (0) Invalid argument:  indices[23,617] = -26 is not in [0, 61196)",
+        ),
+        0.8,
+    ),
+    S(
+        "tokenizer-input-not-text",
+        (r"TextInputSequence",),
+        r"TextEncodeInput must be Union\[TextInputSequence|TextInputSequence must be str",
+        "The fast tokenizer was handed something that is not text (a missing value, a number, a "
+        "nested list) from a dataset record.",
+        "DATA",
+        "crash",
+        "error",
+        "Find the empty or non-string fields in the text columns (NaN/None rows of a CSV or "
+        "dataframe) and drop or fill them before tokenizing.",
+        (
+            "TypeError: TextEncodeInput must be Union[TextInputSequence, Tuple[InputSequence, InputSequence]]",
         ),
         0.8,
     ),

@@ -1228,6 +1228,8 @@ def _slow_title(fr: Frame, c: _Claim, factor: float) -> str:
     where = _where(fr, part, ranks, hosts, gpus)
     when = onset.get("time")
     verb = "fell" if part == "throughput" else "rose"
+    # a throughput is in the log's own unit (samples/s, tokens/s, …), the other parts in seconds
+    show = (lambda v: f"{v:.4g}") if part == "throughput" else _secs
     levels = (
         float(np.median([b for b, _ in changes.values()])) if changes else onset["before"],
         float(np.median([a for _, a in changes.values()])) if changes else onset["after"],
@@ -1256,7 +1258,7 @@ def _slow_title(fr: Frame, c: _Claim, factor: float) -> str:
         whom = ""
     return (
         f"{what[0].upper()}{what[1:]} {'of' if where == 'the job' else 'on'} {where} {verb} "
-        + (f"{factor:.1f}x" if factor < 10 else f"from {_secs(levels[0])} to {_secs(levels[1])}")
+        + (f"{factor:.1f}x" if factor < 10 else f"from {show(levels[0])} to {show(levels[1])}")
         + " from "
         + (
             f"{when[11:16] if when and len(when) >= 16 else when} (step {onset['step']})"

@@ -19,7 +19,8 @@ date stamps):
   ``samples/s`` / ``step_time 1.2s`` lines.
 - the declared table ``FORMATS`` (one entry per format seen in public logs: TF
   ``examples/sec``/``sec/batch``, tf_cnn_benchmarks ``images/sec``, ``This epoch took N s``,
-  ImageNet ``Time``/``Data``, DeepSpeed micro-step timers, ``rtime``/``itime``, …); the
+  ImageNet ``Time``/``Data``, DeepSpeed micro-step timers, ``rtime``/``itime``, a timedelta
+  ``time delta: 0:00:02.54``, …); the
   generic readers fill only what it left.
 
 Columns produced: ``step``, ``rank`` (from the line's prefix or the file), ``time``
@@ -249,6 +250,18 @@ FORMATS: tuple[IterFormat, ...] = (
         (("step_time", ("t",), 1.0),),
         example="INFO:__main__:Epoch   2 time  13.0 lr = 0.700 avg_loss = 0.0107 acc = 99.0",
     ),
+    IterFormat(  # a Python timedelta printed per block of epochs/steps
+        "time delta H:MM:SS",
+        b"time delta: ",
+        "time delta:",
+        re.compile(
+            r"(?:\b(?:epoch|step|iter|iteration)[:\s]\s*(?P<step>\d+)\b.*?)?"
+            r"time delta:\s*(?P<t>\d+:\d{2}:\d{2}(?:\.\d+)?)"
+        ),
+        (("step_time", ("t",), 1.0),),
+        example="epoch:  90,     loss: 0.1194,   time previous: 33:38.436041 time now: "
+        "33:40.978748  time delta: 0:00:02.542707",
+    ),
     IterFormat(  # DeepSpeed wall-clock breakdown (wall_clock_breakdown: true), per micro-step
         "deepspeed timers",
         b"_microstep: ",
@@ -342,6 +355,15 @@ _MEGATRON = re.compile(
 
 
 def _f(text: str) -> float | None:
+    """A number as printed (``3,456``, ``1.2e-3``), or a clock duration ``H:MM:SS[.ffffff]``
+    (Python's timedelta) in seconds."""
+    if ":" in text:
+        h, _, rest = text.partition(":")
+        m, _, sec = rest.partition(":")
+        try:
+            return int(h) * 3600 + int(m) * 60 + float(sec)
+        except ValueError:
+            return None
     try:
         return float(text.replace(",", ""))
     except ValueError:

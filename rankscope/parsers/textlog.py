@@ -117,22 +117,25 @@ def _join_back(
 
 
 class _Collector:
-    """Applies the per-(kind, rank) cap while keeping true counts."""
+    """Applies the per-(kind, rank) cap while keeping true counts. A line a catalogue
+    signature read is capped per signature (many lines of one message must not crowd out
+    another) and its last occurrence is kept (the verdict cites where a series ended)."""
 
     def __init__(self, result: ParseResult) -> None:
         self.result = result
-        self.per_key: dict[tuple[str, int | None], int] = {}
-        self.last: dict[tuple[str, int | None], Event] = {}
+        self.per_key: dict[tuple[str, int | None, Any], int] = {}
+        self.last: dict[tuple[str, int | None, Any], Event] = {}
 
     def add(self, ev: Event) -> None:
         counts = self.result.event_counts
         counts[ev.kind] = counts.get(ev.kind, 0) + 1
-        key = (ev.kind, ev.rank)
+        sig = ev.fields.get("sig")
+        key = (ev.kind, ev.rank, sig)
         n = self.per_key.get(key, 0) + 1
         self.per_key[key] = n
         if n <= MAX_EVENTS_PER_KIND_PER_RANK:
             self.result.events.append(ev)
-        elif ev.kind in _KEEP_LAST:
+        elif ev.kind in _KEEP_LAST or sig is not None:
             ev.fields["nth"] = n
             self.last[key] = ev
 

@@ -64,6 +64,10 @@ def test_every_declared_format_reads_its_example(fmt) -> None:
             "run3; step 000032/200000; rtime 210.16; itime 212.36; loss = 76.1",
             {"step": 32, "step_time": 212.36, "data_time": 210.16},
         ),
+        (
+            "epoch:  10,     loss: 0.2568,   time now: 33:28.830665  time delta: 1:02:03.500000",
+            {"step": 10, "step_time": 3723.5},
+        ),
     ],
 )
 def test_format_examples(line: str, want: dict) -> None:
@@ -222,6 +226,18 @@ def test_running_mean_images_per_sec_becomes_interval_rates(tmp_path) -> None:
     assert doc["triage"]["shape"] == "slow"
     sd = doc["localization"]["slowdown"]
     assert sd["onset_step"] == 210 and sd["factor"] >= 3.5
+
+
+def test_a_tenfold_throughput_drop_is_told_in_the_logs_unit_not_in_seconds(tmp_path) -> None:
+    speeds = [2200.0, 2180.5, 2230.1, 2210.7, 2190.2, 151.3, 149.8, 150.4, 152.1, 148.9]
+    lines = [
+        f"Epoch[0] Batch [{50 * (i + 1)}]\tSpeed: {v:.2f} samples/sec\tTrain-mae=20.1"
+        for i, v in enumerate(speeds)
+    ]
+    doc = _engine(tmp_path, "train.log", "\n".join(lines) + "\n")
+    assert doc["triage"]["shape"] == "slow"
+    summary = doc["triage"]["summary"]
+    assert "fell from 2" in summary and " s to " not in summary, summary
 
 
 def test_socket_does_not_mask_a_failure(tmp_path) -> None:

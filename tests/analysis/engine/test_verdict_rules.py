@@ -324,3 +324,40 @@ def test_the_exception_table_reads_the_outermost_exception_of_the_first_tracebac
     )
     doc = _triage({"train.log": spawned})
     assert doc["root_cause"]["decided_by"].startswith("exception table: AttributeError")
+
+
+OVERFLOW_AT_FLOOR = (
+    "[INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. "
+    "Attempted loss scale: 1, reducing to 1 (step {i})\n"
+)
+
+
+def test_a_repeated_message_is_cited_at_its_real_last_occurrence() -> None:
+    text = "".join(OVERFLOW_AT_FLOOR.format(i=i) for i in range(40))
+    doc = _triage({"train.log": text})
+    assert doc["root_cause"]["decided_by"] == "signature loss-scale-at-floor"
+    last = [c for c in doc["root_cause"]["chain"] if "(last occurrence)" in c["event"]]
+    assert last and last[0]["evidence"][0]["line"] == 40
+
+
+def test_many_lines_of_one_catalogued_message_do_not_hide_another() -> None:
+    bar = "Running tokenizer on dataset (num_proc=8):  {p}%|#   | {p}00/10000 [00:01<00:09]\n"
+    text = "".join(bar.format(p=p) for p in range(1, 60)) + OVERFLOW_AT_FLOOR.format(i=1) * 3
+    doc = _triage({"train.log": text})
+    assert doc["triage"]["category"] == "NUMERICAL", doc["root_cause"]
+
+
+def test_a_sigbus_on_every_rank_is_shared_memory_and_not_the_rank_mpirun_names() -> None:
+    lines = []
+    for r in range(4):
+        lines += [
+            f"[1,{r}]<stderr>:[c0ffee12:0010{r}] *** Process received signal ***",
+            f"[1,{r}]<stderr>:[c0ffee12:0010{r}] Signal: Bus error (7)",
+            f"[1,{r}]<stderr>:[c0ffee12:0010{r}] Signal code: Non-existant physical address (2)",
+        ]
+    lines.append(
+        "mpirun noticed that process rank 2 with PID 0 on node c0ffee12 exited on signal 7 (Bus error)."
+    )
+    doc = _triage({"run.log": "\n".join(lines) + "\n"})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "DATA")
+    assert doc["localization"]["culprit_ranks"] == []
