@@ -783,8 +783,8 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "nccl-socket-unreachable",
-        (r"Net : Connect to ",),
-        r"(?:Net : |socket[A-Z]\w*: )Connect to (?P<peer>\S+) failed : (?P<why>No route to host|Network is unreachable)",
+        (r"Net : Connect to ", r"socketPollConnect: Connect to [^ ]+ returned [0-9]+\(No route"),
+        r"(?:Net : |socket[A-Z]\w*: )Connect to (?P<peer>\S+) (?:failed : |returned \d+\()(?P<why>No route to host|Network is unreachable)",
         "NCCL could not open a socket to a peer's address: no route to it (interface, routing, "
         "firewall or a NIC that is down).",
         "NETWORK",
@@ -794,6 +794,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "address from the failing node).",
         (
             "wn-3:925:952 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.1.9<54263> failed : No route to host",
+            "gn-05:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.8.0.4<56849> returned 113(No route to host) errno 115(Operation now in progress)",
         ),
         0.8,
     ),
