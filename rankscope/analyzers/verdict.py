@@ -322,7 +322,18 @@ def _earlier(a: str | None, b: str | None, seconds: float = 60.0) -> bool:
 
 
 def _by_time(causes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(causes, key=lambda c: (etime(c["event"]) or "9999", -c["strength"]))
+    """Earliest first, to the second: a stamp without a fraction ("18:11:41") is no earlier
+    than one with it ("18:11:41.302"); within a second the stronger line, then the one
+    printed first."""
+    return sorted(
+        causes,
+        key=lambda c: (
+            (etime(c["event"]) or "9999")[:19],
+            -c["strength"],
+            c["event"].file,
+            c["event"].line,
+        ),
+    )
 
 
 def _pick_cause(
@@ -411,11 +422,16 @@ class _Chain:
     def in_time_order(self) -> list[dict[str, Any]]:
         """In time order; steps without any time keep their place after the root."""
         chain = self.steps
+
+        def second(c: dict[str, Any]) -> str:
+            # to the second (stamps differ in precision); a tie keeps the order of the steps
+            return (c["time"] or "9999")[:19]
+
         if chain and chain[0]["time"]:
-            chain.sort(key=lambda c: c["time"] or "9999")
+            chain.sort(key=second)
             return chain
         rest = chain[1:]
-        rest.sort(key=lambda c: c["time"] or "9999")
+        rest.sort(key=second)
         return chain[:1] + rest
 
 
