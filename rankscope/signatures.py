@@ -782,6 +782,24 @@ CATALOGUE: tuple[Signature, ...] = (
         0.5,  # the same words when the peer process exited
     ),
     S(
+        "nccl-socket-call-failed-old",
+        (r"WARN Call to (?:recv|send|write|read) failed : ",),
+        r"WARN Call to (?P<call>recv|send|write|read) failed : (?P<why>[^.]+)",
+        "NCCL 2.1-2.4 lost a socket connection to a peer (bootstrap or socket transport; these "
+        "releases name no peer address): a peer process that died or a connection the network "
+        "dropped.",
+        "NETWORK",
+        None,  # a WARN line: the process may still be waiting
+        "error",
+        "Look first for a rank that died just before; if none, check the interface NCCL uses "
+        "between the hosts (NCCL_SOCKET_IFNAME) and the route and firewall between them.",
+        (
+            "gpu-srv015:31244:31351 [3] include/socket.h:194 WARN Call to recv failed : Connection reset by peer",
+            "job0-7h3kqp:15:91 [3] include/socket.h 398 NCCL WARN Call to write failed : Connection reset by peer.",
+        ),
+        0.5,  # the same words when the peer process exited
+    ),
+    S(
         "nccl-socket-unreachable",
         (r"Net : Connect to ", r"socketPollConnect: Connect to [^ ]+ returned [0-9]+\(No route"),
         r"(?:Net : |socket[A-Z]\w*: )Connect to (?P<peer>\S+) (?:failed : |returned \d+\()(?P<why>No route to host|Network is unreachable)",
