@@ -765,6 +765,23 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "nccl-socket-recv-timed-out",
+        (r"Call to (?:recv|send) (?:from|to) [^ ]+ failed : Connection timed out",),
+        r"(?:Net : |socket[A-Z]\w*: )Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed : (?P<why>Connection timed out)",
+        "An established NCCL socket connection to a peer timed out (ETIMEDOUT): the path "
+        "between the hosts dropped it — a process that dies has its connections reset or "
+        "closed by its kernel, it does not leave them to time out.",
+        "NETWORK",
+        None,  # a WARN line: the process may still be waiting
+        "error",
+        "Check the network path between the two hosts (pod network, NAT/conntrack and "
+        "firewall idle timeouts, a flapping link) and the peer host's health.",
+        (
+            "[15]trainer-23:83:2526 [0] misc/socket.cc:503 NCCL WARN Net : Call to recv from 10.96.188.199<41468> failed : Connection timed out",
+        ),
+        0.85,
+    ),
+    S(
         "nccl-socket-peer-gone",
         (r"Net : Call to (?:recv|send)", r"socket[A-Z][A-Za-z]+: Call to (?:recv|send)"),
         r"(?:Net : |socket[A-Z]\w*: )Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed : (?P<why>.+)",
@@ -1130,6 +1147,23 @@ CATALOGUE: tuple[Signature, ...] = (
             "Your application will now abort().",
         ),
         0.3,
+    ),
+    S(
+        "live-process-stack",
+        (r"#[0-9]+ +0x[0-9a-f]+ in [A-Za-z_][A-Za-z0-9_@.]* \(",),
+        r"#\d+\s+0x[0-9a-f]+ in (?P<func>[A-Za-z_][\w@.]*) \(",
+        "A thread's stack taken from a process that was still running (gdb attached to it): "
+        "the process had not exited, it was waiting.",
+        None,
+        "hang",
+        "warning",
+        "Read where the threads wait: a socket or a condition variable in NCCL's proxy or "
+        "network thread is a lost peer connection, a collective kernel a peer that never "
+        "joined.",
+        (
+            "#0  0x00007f7a2620c965 in pthread_cond_wait@@GLIBC_2.3.2 () from /usr/lib64/libpthread.so.0",
+        ),
+        0.1,
     ),
     S(
         "nccl-error-return",

@@ -202,6 +202,17 @@ def _closed_by_wait_timeout(closing: dict[str, tuple[list[int], list[Event]]], t
     return i < len(evs) and bool(_WAIT_TIMEOUT.search(evs[i].text))
 
 
+def _alive_after_nccl_return(ctx: Context, ended: Event) -> bool:
+    """The only exit evidence is NCCL's error-return trace, and a stack was taken from a
+    process of the job that was still running (gdb attached to it): the error stayed in a
+    background thread and the process waited instead of raising it."""
+    if ended.fields.get("sig") != "nccl-error-return":
+        return False
+    return any(
+        x.fields.get("sig") == "live-process-stack" for x in ctx.by_kind.get("signature", [])
+    )
+
+
 def _ended_symptoms(ctx: Context) -> list[Event]:
     """Lines a catalogue symptom says end a process (category None, shape crash)."""
     out = []
@@ -862,6 +873,8 @@ class VerdictAnalyzer:
             shape = sig.shape  # the message itself says how the job ended
         else:
             ended = exit_evidence(ctx, e)
+            if ended is not None and _alive_after_nccl_return(ctx, ended):
+                ended = None
             shape = "crash" if ended is not None else "hang"
             lost = ended is not None and ended.kind == "xid" and ended.fields.get("xid") == 79
             shape_rule = (
