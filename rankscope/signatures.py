@@ -898,6 +898,23 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- SOFTWARE ------------------------------------------------------------------
     S(
+        "nccl-topo-reverse-path",
+        (r"Failed to find reverse path from remNode",),
+        r"Failed to find reverse path from remNode (?P<rem>\S+) nlinks (?P<n>\d+) to node (?P<node>\S+)",
+        "NCCL's topology search could not walk back from one device to another: the NCCL in "
+        "use does not understand this machine's PCIe/NVLink layout (a release older than the "
+        "GPUs, or a driver/topology it mis-reads); init fails with an internal error.",
+        "SOFTWARE",
+        None,
+        "fatal",
+        "Use an NCCL release that supports these GPUs (the one torch bundles, or a newer "
+        "container) and check NCCL_TOPO_FILE and the driver version, then retry.",
+        (
+            "opt-1_3b.0 [stderr] Failed to find reverse path from remNode 0/5f000 nlinks 4 to node 0/cb000",
+        ),
+        0.85,
+    ),
+    S(
         "nccl-topo-xml-attribute-missing",
         (r"WARN Attribute [a-zA-Z_]+ of node [a-zA-Z_]+ not found",),
         r"WARN Attribute (?P<attr>\w+) of node (?P<node>\w+) not found",
