@@ -166,12 +166,15 @@ def _exit_line(e: Event) -> bool:
 def exit_evidence(ctx: Context, root: Event) -> Event | None:
     """The first line proving that a process exited or was killed because of ``root``
     (``root`` itself when its own line does), or None: the job hung."""
-    if root.kind in _SCHEDULER_KILLS or _exit_line(root):
+    quiet = _quiet_proxy_files(ctx)
+    if root.kind in _SCHEDULER_KILLS or (_exit_line(root) and not _stays_in_proxy(root, quiet)):
         return root
     timed_out = bool(ctx.kinds(*_COLLECTIVE_TIMEOUTS))
     closing: dict[str, tuple[list[int], list[Event]]] | None = None
     for x in ctx.events:
         if x.file == root.file and x.line <= root.line - _ABORT_BLOCK:
+            continue
+        if _stays_in_proxy(x, quiet):
             continue
         if x.kind in ("slurm_cancelled", *_SCHEDULER_KILLS):
             continue  # a person, or the clock, ended a job that was already stuck
@@ -184,6 +187,29 @@ def exit_evidence(ctx: Context, root: Event) -> Event | None:
         if _exit_line(x):
             return x
     return None
+
+
+# NCCL <= 2.12 tags the error-return trace of its proxy thread "[Proxy Thread]"; those
+# releases report a proxy error to nobody: the collective just never completes
+_NCCL_RETURN_THREAD = re.compile(r":(\d+):(\d+) \[\d+\] (?:NCCL )?INFO \S+:\d+ -> [1-9]")
+
+
+def _quiet_proxy_files(ctx: Context) -> set[str]:
+    """Files whose NCCL error-return traces end in the old proxy thread."""
+    return {
+        e.file
+        for e in ctx.by_kind.get("signature", [])
+        if e.fields.get("sig") == "nccl-error-return" and e.text.rstrip().endswith("[Proxy Thread]")
+    }
+
+
+def _stays_in_proxy(e: Event, quiet: set[str]) -> bool:
+    """An NCCL error-return line of a background thread (tid ≠ pid) in a file of such a
+    release: the error stayed in NCCL's threads, the process did not end on it."""
+    if e.file not in quiet or e.fields.get("sig") != "nccl-error-return":
+        return False
+    m = _NCCL_RETURN_THREAD.search(e.text)
+    return m is not None and m.group(1) != m.group(2)
 
 
 def _exceptions_by_file(ctx: Context) -> dict[str, tuple[list[int], list[Event]]]:
