@@ -769,8 +769,8 @@ CATALOGUE: tuple[Signature, ...] = (
         (r"Call to (?:recv|send) (?:from|to) [^ ]+ failed : Connection timed out",),
         r"(?:Net : |socket[A-Z]\w*: )Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed : (?P<why>Connection timed out)",
         "An established NCCL socket connection to a peer timed out (ETIMEDOUT): the path "
-        "between the hosts dropped it — a process that dies has its connections reset or "
-        "closed by its kernel, it does not leave them to time out.",
+        "between the hosts dropped it (a process that dies has its connections reset or "
+        "closed by its kernel, not left to time out).",
         "NETWORK",
         None,  # a WARN line: the process may still be waiting
         "error",
