@@ -32,6 +32,7 @@ STRUCTURAL: tuple[str, ...] = (
     r"to signal dumping",
     r"to set the dump signal",
     r"dump signal from another rank",
+    r"ProcessGroupNCCL preparing to dump debug info",
     r"global timeout from another rank",
     r"Received a dump signal",
     r"Received a timeout signal",

@@ -911,6 +911,23 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "nccl-socket-recv-timed-out",
+        (r"Call to (?:recv|send) (?:from|to) [^ ]+ failed : Connection timed out",),
+        r"(?:Net : |socket[A-Z]\w*: )Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed : (?P<why>Connection timed out)",
+        "An established NCCL socket connection to a peer timed out (ETIMEDOUT): the path "
+        "between the hosts dropped it (a process that dies has its connections reset or "
+        "closed by its kernel, not left to time out).",
+        "NETWORK",
+        None,  # a WARN line: the process may still be waiting
+        "error",
+        "Check the network path between the two hosts (pod network, NAT/conntrack and "
+        "firewall idle timeouts, a flapping link) and the peer host's health.",
+        (
+            "[15]trainer-23:83:2526 [0] misc/socket.cc:503 NCCL WARN Net : Call to recv from 10.96.188.199<41468> failed : Connection timed out",
+        ),
+        0.85,
+    ),
+    S(
         "nccl-socket-peer-gone",
         (r"Net : Call to (?:recv|send)", r"socket[A-Z][A-Za-z]+: Call to (?:recv|send)"),
         r"(?:Net : |socket[A-Z]\w*: )Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed : (?P<why>.+)",
@@ -928,9 +945,27 @@ CATALOGUE: tuple[Signature, ...] = (
         0.5,  # the same words when the peer process exited
     ),
     S(
+        "nccl-socket-call-failed-old",
+        (r"WARN Call to (?:recv|send|write|read) failed : ",),
+        r"WARN Call to (?P<call>recv|send|write|read) failed : (?P<why>[^.]+)",
+        "NCCL 2.1-2.4 lost a socket connection to a peer (bootstrap or socket transport; these "
+        "releases name no peer address): a peer process that died or a connection the network "
+        "dropped.",
+        "NETWORK",
+        None,  # a WARN line: the process may still be waiting
+        "error",
+        "Look first for a rank that died just before; if none, check the interface NCCL uses "
+        "between the hosts (NCCL_SOCKET_IFNAME) and the route and firewall between them.",
+        (
+            "gpu-srv015:31244:31351 [3] include/socket.h:194 WARN Call to recv failed : Connection reset by peer",
+            "job0-7h3kqp:15:91 [3] include/socket.h 398 NCCL WARN Call to write failed : Connection reset by peer.",
+        ),
+        0.5,  # the same words when the peer process exited
+    ),
+    S(
         "nccl-socket-unreachable",
-        (r"Net : Connect to ",),
-        r"(?:Net : |socket[A-Z]\w*: )Connect to (?P<peer>\S+) failed : (?P<why>No route to host|Network is unreachable)",
+        (r"Net : Connect to ", r"socketPollConnect: Connect to [^ ]+ returned [0-9]+\(No route"),
+        r"(?:Net : |socket[A-Z]\w*: )Connect to (?P<peer>\S+) (?:failed : |returned \d+\()(?P<why>No route to host|Network is unreachable)",
         "NCCL could not open a socket to a peer's address: no route to it (interface, routing, "
         "firewall or a NIC that is down).",
         "NETWORK",
@@ -940,6 +975,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "address from the failing node).",
         (
             "wn-3:925:952 [0] include/socket.h:409 NCCL WARN Net : Connect to 10.0.1.9<54263> failed : No route to host",
+            "gn-05:240:240 [6] misc/socket.cc:533 NCCL WARN socketPollConnect: Connect to 10.8.0.4<56849> returned 113(No route to host) errno 115(Operation now in progress)",
         ),
         0.8,
     ),
@@ -1007,6 +1043,23 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     # --- SOFTWARE ------------------------------------------------------------------
+    S(
+        "nccl-topo-reverse-path",
+        (r"Failed to find reverse path from remNode",),
+        r"Failed to find reverse path from remNode (?P<rem>\S+) nlinks (?P<n>\d+) to node (?P<node>\S+)",
+        "NCCL's topology search could not walk back from one device to another: the NCCL in "
+        "use does not understand this machine's PCIe/NVLink layout (a release older than the "
+        "GPUs, or a driver/topology it mis-reads); init fails with an internal error.",
+        "SOFTWARE",
+        None,
+        "fatal",
+        "Use an NCCL release that supports these GPUs (the one torch bundles, or a newer "
+        "container) and check NCCL_TOPO_FILE and the driver version, then retry.",
+        (
+            "opt-1_3b.0 [stderr] Failed to find reverse path from remNode 0/5f000 nlinks 4 to node 0/cb000",
+        ),
+        0.85,
+    ),
     S(
         "nccl-topo-xml-attribute-missing",
         (r"WARN Attribute [a-zA-Z_]+ of node [a-zA-Z_]+ not found",),
@@ -1328,6 +1381,23 @@ CATALOGUE: tuple[Signature, ...] = (
             "Your application will now abort().",
         ),
         0.3,
+    ),
+    S(
+        "live-process-stack",
+        (r"#[0-9]+ +0x[0-9a-f]+ in [A-Za-z_][A-Za-z0-9_@.]* \(",),
+        r"#\d+\s+0x[0-9a-f]+ in (?P<func>[A-Za-z_][\w@.]*) \(",
+        "A thread's stack taken from a process that was still running (gdb attached to it): "
+        "the process had not exited, it was waiting.",
+        None,
+        "hang",
+        "warning",
+        "Read where the threads wait: a socket or a condition variable in NCCL's proxy or "
+        "network thread is a lost peer connection, a collective kernel a peer that never "
+        "joined.",
+        (
+            "#0  0x00007f7a2620c965 in pthread_cond_wait@@GLIBC_2.3.2 () from /usr/lib64/libpthread.so.0",
+        ),
+        0.1,
     ),
     S(
         "nccl-error-return",

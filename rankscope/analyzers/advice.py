@@ -222,6 +222,12 @@ def _network_summary(ctx: Context, v: Verdict, after: str) -> str:
         scope = f"reported on {root.host}; a peer process that died looks the same"
     else:
         scope = "reported by NCCL; a peer process that died looks the same"
+    sig = _catalogue_root(v)
+    if sig is not None and sig.category == "NETWORK":
+        # a catalogued line says what failed (a Gloo mesh, an unreachable address, an
+        # EFA provider) and what to check: not the generic fabric advice
+        where = f" ({root.host})" if root is not None and root.host else ""
+        return f"{sig.meaning.rstrip('.')}{where} — {sig.action}"
     return f"NCCL network failure in {_stuck(ctx)} ({scope}) — check the IB/RoCE fabric (links, switches, NIC counters) and restart from the last checkpoint."
 
 

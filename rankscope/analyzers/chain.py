@@ -110,10 +110,15 @@ class _Steps:
 
 
 def _first_hang(hang: list[Event], t_of: dict[int, datetime | None]) -> Event | None:
-    """The first timeout, preferring one printed on a line of its own (quotable)."""
+    """The first timeout, preferring one whose work could be read (a line that terminal
+    wrapping or a pasted overlay did not cut inside ``WorkNCCL(…)`` names its collective and
+    timeout), then one printed on a line of its own (quotable)."""
     if not hang:
         return None
-    return min(hang, key=lambda e: (bool(e.fields.get("glued")), _key(t_of[id(e)])))
+    return min(
+        hang,
+        key=lambda e: ("op" not in e.fields, bool(e.fields.get("glued")), _key(t_of[id(e)])),
+    )
 
 
 def _trigger_steps(

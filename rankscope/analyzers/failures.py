@@ -302,15 +302,23 @@ def _add_category_finding(ctx: Context, cat: str, group: list[dict[str, Any]]) -
 def _approximate_times(ctx: Context) -> None:
     """Lines without a timestamp (Python tracebacks) get the time of the previous stamped line
     of the same rank in the same file — never another rank's (lines of a file without rank
-    prefixes are one stream). Marked approximate in the event and its evidence."""
+    prefixes are one stream); lines above the stream's first stamp get that stamp, the
+    latest they can have happened. Marked approximate in the event and its evidence."""
     last: dict[tuple[str, int | None], str] = {}
+    before_first: dict[tuple[str, int | None], list[Event]] = {}
     for e in sorted(ctx.events, key=lambda x: (x.file, x.line)):
         key = (e.file, e.rank)
         if e.time:
             last[key] = e.time
+            # lines above the stream's first stamp happened no later than it
+            for early in before_first.pop(key, ()):
+                early.fields["approx_time"] = e.time
+                early.fields["time_approximate"] = True
         elif key in last:
             e.fields["approx_time"] = last[key]
             e.fields["time_approximate"] = True
+        else:
+            before_first.setdefault(key, []).append(e)
 
 
 register_analyzer(FailuresAnalyzer())

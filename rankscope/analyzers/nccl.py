@@ -286,8 +286,11 @@ def _coverage(st: _State, ctx: Context) -> None:
         if r["rank"] in in_coll and r["role"] == "initiator"
     )
     world = ctx.doc["job"].get("world_size") or len(seen)
+    # a rank whose heartbeat monitor reports its watchdog stuck printed a watchdog message:
+    # it was alive inside NCCL's machinery, not silent (nor an initiator: it caught nothing)
+    stuck = {e.rank for e in ctx.by_kind.get("watchdog_hang", []) if e.rank is not None}
     if with_state and len(with_state) >= 0.5 * max(1, len(seen)):
-        st.silent = sorted(seen - with_state)
+        st.silent = sorted(seen - with_state - stuck)
     # "Every rank entered" is only said when no rank whose log we have is silent: a
     # rank that crashed (OOM, segfault) before the collective never entered it, and
     # calling the hang a fabric problem would contradict that rank's own error.

@@ -166,12 +166,15 @@ def _exit_line(e: Event) -> bool:
 def exit_evidence(ctx: Context, root: Event) -> Event | None:
     """The first line proving that a process exited or was killed because of ``root``
     (``root`` itself when its own line does), or None: the job hung."""
-    if root.kind in _SCHEDULER_KILLS or _exit_line(root):
+    quiet = _quiet_proxy_files(ctx)
+    if root.kind in _SCHEDULER_KILLS or (_exit_line(root) and not _stays_in_proxy(root, quiet)):
         return root
     timed_out = bool(ctx.kinds(*_COLLECTIVE_TIMEOUTS))
     closing: dict[str, tuple[list[int], list[Event]]] | None = None
     for x in ctx.events:
         if x.file == root.file and x.line <= root.line - _ABORT_BLOCK:
+            continue
+        if _stays_in_proxy(x, quiet):
             continue
         if x.kind in ("slurm_cancelled", *_SCHEDULER_KILLS):
             continue  # a person, or the clock, ended a job that was already stuck
@@ -184,6 +187,29 @@ def exit_evidence(ctx: Context, root: Event) -> Event | None:
         if _exit_line(x):
             return x
     return None
+
+
+# NCCL <= 2.12 tags the error-return trace of its proxy thread "[Proxy Thread]"; those
+# releases report a proxy error to nobody: the collective just never completes
+_NCCL_RETURN_THREAD = re.compile(r":(\d+):(\d+) \[\d+\] (?:NCCL )?INFO \S+:\d+ -> [1-9]")
+
+
+def _quiet_proxy_files(ctx: Context) -> set[str]:
+    """Files whose NCCL error-return traces end in the old proxy thread."""
+    return {
+        e.file
+        for e in ctx.by_kind.get("signature", [])
+        if e.fields.get("sig") == "nccl-error-return" and e.text.rstrip().endswith("[Proxy Thread]")
+    }
+
+
+def _stays_in_proxy(e: Event, quiet: set[str]) -> bool:
+    """An NCCL error-return line of a background thread (tid ≠ pid) in a file of such a
+    release: the error stayed in NCCL's threads, the process did not end on it."""
+    if e.file not in quiet or e.fields.get("sig") != "nccl-error-return":
+        return False
+    m = _NCCL_RETURN_THREAD.search(e.text)
+    return m is not None and m.group(1) != m.group(2)
 
 
 def _exceptions_by_file(ctx: Context) -> dict[str, tuple[list[int], list[Event]]]:
@@ -200,6 +226,17 @@ def _closed_by_wait_timeout(closing: dict[str, tuple[list[int], list[Event]]], t
     lines, evs = closing.get(tb.file, ([], []))
     i = bisect.bisect_right(lines, tb.line)
     return i < len(evs) and bool(_WAIT_TIMEOUT.search(evs[i].text))
+
+
+def _alive_after_nccl_return(ctx: Context, ended: Event) -> bool:
+    """The only exit evidence is NCCL's error-return trace, and a stack was taken from a
+    process of the job that was still running (gdb attached to it): the error stayed in a
+    background thread and the process waited instead of raising it."""
+    if ended.fields.get("sig") != "nccl-error-return":
+        return False
+    return any(
+        x.fields.get("sig") == "live-process-stack" for x in ctx.by_kind.get("signature", [])
+    )
 
 
 def _ended_symptoms(ctx: Context) -> list[Event]:
@@ -357,7 +394,18 @@ def _earlier(a: str | None, b: str | None, seconds: float = 60.0) -> bool:
 
 
 def _by_time(causes: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(causes, key=lambda c: (etime(c["event"]) or "9999", -c["strength"]))
+    """Earliest first, to the second: a stamp without a fraction ("18:11:41") is no earlier
+    than one with it ("18:11:41.302"); within a second the stronger line, then the one
+    printed first."""
+    return sorted(
+        causes,
+        key=lambda c: (
+            (etime(c["event"]) or "9999")[:19],
+            -c["strength"],
+            c["event"].file,
+            c["event"].line,
+        ),
+    )
 
 
 def _pick_cause(
@@ -446,11 +494,16 @@ class _Chain:
     def in_time_order(self) -> list[dict[str, Any]]:
         """In time order; steps without any time keep their place after the root."""
         chain = self.steps
+
+        def second(c: dict[str, Any]) -> str:
+            # to the second (stamps differ in precision); a tie keeps the order of the steps
+            return (c["time"] or "9999")[:19]
+
         if chain and chain[0]["time"]:
-            chain.sort(key=lambda c: c["time"] or "9999")
+            chain.sort(key=second)
             return chain
         rest = chain[1:]
-        rest.sort(key=lambda c: c["time"] or "9999")
+        rest.sort(key=second)
         return chain[:1] + rest
 
 
@@ -881,6 +934,8 @@ class VerdictAnalyzer:
             shape = sig.shape  # the message itself says how the job ended
         else:
             ended = exit_evidence(ctx, e)
+            if ended is not None and _alive_after_nccl_return(ctx, ended):
+                ended = None
             shape = "crash" if ended is not None else "hang"
             lost = ended is not None and ended.kind == "xid" and ended.fields.get("xid") == 79
             shape_rule = (

@@ -239,7 +239,9 @@ def _dump_signals(msg: str) -> tuple[Result, bool] | None:
         if m:
             f.update(last_enqueued=int(m.group("e")), last_completed=int(m.group("c")))
         return ("dump_observed", f), False
-    if "dump signal from another rank" in msg:
+    if "dump signal from another rank" in msg or "ProcessGroupNCCL preparing to dump" in msg:
+        # the rank is writing its flight-recorder dump: it got the signal (its own
+        # watchdog's lines say so when it sent it) and was alive to react
         return ("dump_observed", _pg_fields(msg)), False
     if "Received a dump signal" in msg:
         m = _RX["received"].search(msg)

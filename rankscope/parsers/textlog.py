@@ -526,6 +526,8 @@ def _classify_line(
     """The structural reading of the line, refined by a catalogue signature the prefilter
     found on it; and whether the message needs the next lines (terminal wrapping)."""
     res, needs_more = classify(env.message)
+    if res is not None and res[0] in GENERIC_KINDS and _is_code(env.message):
+        return None, False  # a traceback's echo of the source line that raised
     if sigs and (res is None or res[0] in GENERIC_KINDS) and not _is_code(env.message):
         hit = match_signature(env.message, list(sigs)) or match_signature(raw, list(sigs))
         if hit is not None:
