@@ -86,6 +86,26 @@ def test_xla_dist_prefixes_name_the_worker() -> None:
     assert doc["localization"]["culprit_hosts"] == ["10.0.7.33"]
 
 
+def test_an_ip_label_and_a_kernel_log_readers_columns_name_the_node() -> None:
+    # pdsh (the deepspeed multi-node runner) labels remote lines "<ip>: "; talosctl
+    # dmesg adds the facility and level columns before the kernel's own stamp
+    kern = (
+        "10.11.0.119: kern: warning: [2026-04-02T21:26:20.599716692Z]: NVRM: Xid "
+        "(PCI:0000:48:00): 74, pid=22884, name=python3, NVLink: fatal error detected on link 8"
+        "(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)\n"
+    )
+    doc = _triage({"kern.log": kern})
+    assert doc["triage"]["category"] == "HARDWARE"
+    assert doc["localization"]["culprit_hosts"] == ["10.11.0.119"]
+    log = (
+        "10.13.0.81: [rank19]:[E319 10:31:07.406255799 ProcessGroupNCCL.cpp:1895] [PG ID 1 "
+        "PG GUID 1 Rank 19] Process group watchdog thread terminated with exception: CUDA "
+        "error: an illegal memory access was encountered\n"
+    )
+    loc = _triage({"train.log": log})["localization"]
+    assert (loc["culprit_ranks"], loc["culprit_hosts"]) == ([19], ["10.13.0.81"])
+
+
 def test_a_limit_every_rank_shares_names_no_rank() -> None:
     log = (
         "ERROR: Unexpected bus error encountered in worker. This might be caused by "
