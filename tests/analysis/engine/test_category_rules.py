@@ -106,6 +106,18 @@ def test_an_ip_label_and_a_kernel_log_readers_columns_name_the_node() -> None:
     assert (loc["culprit_ranks"], loc["culprit_hosts"]) == ([19], ["10.13.0.81"])
 
 
+def test_xid_43_of_an_application_fault_does_not_outrank_a_later_xid() -> None:
+    dmesg = (
+        "[Wed Feb 10 23:04:35 2021] NVRM: Xid (PCI:0000:3d:00): 43, pid=35521, Ch 00000008\n"
+        "[Fri Feb 12 23:42:34 2021] NVRM: Xid (PCI:0000:db:00): 31, pid=13641, Ch 00000008, "
+        "intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_10 faulted @ 0x7fd7_90743000. "
+        "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ\n"
+    )
+    doc = _triage({"dmesg.txt": dmesg})
+    assert doc["triage"]["category"] == "HARDWARE"
+    assert "): 31," in doc["root_cause"]["chain"][0]["evidence"][0]["text"]
+
+
 def test_a_limit_every_rank_shares_names_no_rank() -> None:
     log = (
         "ERROR: Unexpected bus error encountered in worker. This might be caused by "
