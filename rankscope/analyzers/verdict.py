@@ -321,6 +321,16 @@ def _earlier(a: str | None, b: str | None, seconds: float = 60.0) -> bool:
     return gap is not None and gap >= seconds
 
 
+def _host_spelling(ctx: Context, hosts: list[str]) -> list[str]:
+    """Host names are case-insensitive: a node a scheduler's node list spells with capitals
+    (srun's ``Node-01-01``) is the machine that names itself in lower case elsewhere in
+    the job (slurmstepd's ``node-01-01``); report that one spelling."""
+    if all(h == h.lower() for h in hosts):
+        return hosts
+    lower = {e.host for e in ctx.events if e.host and e.host == e.host.lower()}
+    return [h.lower() if h.lower() in lower else h for h in hosts]
+
+
 def _by_time(causes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(causes, key=lambda c: (etime(c["event"]) or "9999", -c["strength"]))
 
@@ -448,6 +458,7 @@ class VerdictAnalyzer:
 
     def run(self, ctx: Context) -> None:
         v = self._decide(ctx)
+        v.culprit_hosts = _host_spelling(ctx, v.culprit_hosts)
         job = ctx.doc["job"]
         world = job.get("world_size") or len(job.get("ranks_seen", []))
         v.scope = self._scope(ctx, v, world)

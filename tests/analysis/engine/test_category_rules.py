@@ -118,6 +118,17 @@ def test_xid_43_of_an_application_fault_does_not_outrank_a_later_xid() -> None:
     assert "): 31," in doc["root_cause"]["chain"][0]["evidence"][0]["text"]
 
 
+def test_a_node_spelled_in_two_letter_cases_is_reported_once_in_lower_case() -> None:
+    log = (
+        "slurmstepd: error: Detected 1 oom-kill event(s) in step 7314826.0 cgroup. Some of "
+        "your processes may have been killed by the cgroup out-of-memory handler.\n"
+        "srun: error: Node-01-01: task 4: Out Of Memory\n"
+        "slurmstepd: error: *** STEP 7314826.0 ON node-01-01 CANCELLED AT 2022-03-15T09:12:48 ***\n"
+    )
+    loc = _triage({"slurm-7314826.out": log})["localization"]
+    assert (loc["culprit_ranks"], loc["culprit_hosts"]) == ([4], ["node-01-01"])
+
+
 def test_a_limit_every_rank_shares_names_no_rank() -> None:
     log = (
         "ERROR: Unexpected bus error encountered in worker. This might be caused by "
