@@ -233,6 +233,22 @@ def _failed_tasks(ctx: Context, e: Event) -> list[int]:
     )[:64]
 
 
+def _sole_worker(ctx: Context, e: Event) -> list[int]:
+    """The rank the deepspeed launcher's exit report in the root's own file names, in a job
+    of one declared worker. The launcher prints the command of the last worker it started
+    whichever worker failed, so its ``--local_rank`` names the failed one only when there
+    was one."""
+    job = ctx.doc["job"]
+    if job.get("world_size") != 1 or job.get("world_size_source") not in _WORLD_DECLARED:
+        return []
+    named = {
+        str(x.fields.get("local_rank", ""))
+        for x in ctx.events
+        if x.file == e.file and x.fields.get("sig") == "deepspeed-launcher-exit"
+    }
+    return [0] if named == {"0"} else []  # one worker: on one node, local rank 0 is rank 0
+
+
 def _slurm_host(ctx: Context, e: Event) -> list[str]:
     """SLURM's own lines in the same output file name the node ("*** JOB 42 ON cn-a07
     CANCELLED …"): a scheduler-reported failure without a host happened there."""
@@ -939,6 +955,8 @@ class VerdictAnalyzer:
                 ranks = [int(e.fields["around_rank"])]  # NCCL names the rank to check
             if not ranks:
                 ranks = _failed_tasks(ctx, e)  # srun names the task a kill or exit ended
+            if not ranks:
+                ranks = _sole_worker(ctx, e)  # a launcher of one worker names it
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = (
                 sorted({ctx.facts.rank_host.get(r) for r in ranks[:64]} - {None})

@@ -129,6 +129,31 @@ def test_a_node_spelled_in_two_letter_cases_is_reported_once_in_lower_case() -> 
     assert (loc["culprit_ranks"], loc["culprit_hosts"]) == ([4], ["node-01-01"])
 
 
+def test_the_deepspeed_launcher_names_its_only_worker_but_not_one_of_many() -> None:
+    oom = (
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.92 GiB (GPU 0; "
+        "31.74 GiB total capacity; 30.00 GiB already allocated; 304.88 MiB free; 30.60 GiB "
+        "reserved in total by PyTorch)\n"
+    )
+
+    def launch(n: int) -> str:
+        return (
+            f"[2023-11-09 16:21:41,118] [INFO] [launch.py:163:main] dist_world_size={n}\n"
+            + oom
+            + "".join(
+                f"[2023-11-09 16:22:03,420] [INFO] [launch.py:315:sigkill_handler] Killing "
+                f"subprocess {2417 + i}\n"
+                for i in range(n)
+            )
+            + "[2023-11-09 16:22:03,439] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/"
+            f"python3', '-u', 'train.py', '--local_rank={n - 1}'] exits with return code = 1\n"
+        )
+
+    # the launcher prints the command of the last worker it started, whichever one failed
+    assert _triage({"train.log": launch(1)})["localization"]["culprit_ranks"] == [0]
+    assert _triage({"train.log": launch(2)})["localization"]["culprit_ranks"] == []
+
+
 def test_a_limit_every_rank_shares_names_no_rank() -> None:
     log = (
         "ERROR: Unexpected bus error encountered in worker. This might be caused by "
