@@ -49,6 +49,13 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
         re.compile(r"\[(?P<v>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*"),
     ),
     ("kts", re.compile(r"\[\s*\d+\.\d+\]\s*")),
+    # a job platform's viewer: a level and a bare logger name ("[INFO] [Driver] ") in front
+    # of whatever the process printed, the same level on every line (not the program's);
+    # a name with "." or ":" is a program's source location and stays
+    (
+        "logname",
+        re.compile(r"\[(?:INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\] \[[A-Za-z][\w-]*\]\s+(?=\S)"),
+    ),
     # torch_xla's xla_dist: each worker's line as "<worker ip> [<ordinal>]"
     ("xla_dist", re.compile(r"(?P<v>(?:\d{1,3}\.){3}\d{1,3}) \[\d+\]\s+")),
     # pdsh (the deepspeed multi-node runner's) or a node log viewer's "<node ip>: " label
@@ -73,13 +80,22 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
 
 
 # The wrappers that can match a line starting with a given ASCII character (first
-# characters: "[" viewer/mpi/local/tag/date/dmesg/kts, "(" ray, digits
+# characters: "[" viewer/mpi/local/tag/date/dmesg/kts/logname, "(" ray, digits
 # srun/stream/date/xla_dist/pdsh_ip,
 # whitespace srun/date, A-Z stream/syslog, a-z stream/pdsh/kmsg, "_" "." "-" stream), in their
 # order above; any other ASCII character starts none; a non-ASCII one tries them all.
 def _first_char_wrappers(c: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
     if c == "[":
-        names: tuple[str, ...] = ("viewer", "mpi", "local", "tag", "date", "dmesg", "kts")
+        names: tuple[str, ...] = (
+            "viewer",
+            "mpi",
+            "local",
+            "tag",
+            "date",
+            "dmesg",
+            "kts",
+            "logname",
+        )
     elif c == "(":
         names = ("ray",)
     elif c.isdigit():

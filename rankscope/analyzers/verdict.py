@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..envelope import peel
 from ..model import Event, evidence
 from ..signatures import BY_ID, exception_rule
 from ..times import etime, seconds_between
@@ -155,11 +156,13 @@ def _exit_line(e: Event) -> bool:
     nccl = _NCCL_MAIN_THREAD_CUDA_FAILURE.search(e.text)
     if nccl is not None and nccl.group(1) == nccl.group(2):
         return True
-    m = _RAISED.search(e.text)
+    # the program's own words: a log viewer's or launcher's columns in front are not its level
+    msg = peel(e.text).message
+    m = _RAISED.search(msg)
     if m is None and e.kind != "python_exception":
         return False
     # an exception logged at warning/info level was caught (a retry, a fallback)
-    logged = m is not None and _LOGGED.search(e.text[: m.start()])
+    logged = m is not None and _LOGGED.search(msg[: m.start()])
     return e.level not in ("W", "I", "D") and not logged
 
 

@@ -154,6 +154,23 @@ def test_the_deepspeed_launcher_names_its_only_worker_but_not_one_of_many() -> N
     assert _triage({"train.log": launch(2)})["localization"]["culprit_ranks"] == []
 
 
+def test_a_platform_viewers_level_column_does_not_make_an_exception_a_logged_one() -> None:
+    # the viewer stamps every line "[INFO] [Driver]", the traceback and the error alike
+    pre = "2023-08-02 21:27:58\t2023-08-02 21:27:58.000 [INFO] [Driver] "
+    log = "".join(
+        pre + x + "\n"
+        for x in (
+            "Traceback (most recent call last):",
+            'File "/workspace/train.py", line 139, in train',
+            "model, optimizer, _, _ = deepspeed.initialize(",
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.04 GiB (GPU 0; "
+            "79.35 GiB total capacity; 74.62 GiB already allocated; 3.71 GiB free)",
+        )
+    )
+    t = _triage({"driver.log": log})["triage"]
+    assert (t["category"], t["shape"]) == ("OOM", "crash")
+
+
 def test_a_limit_every_rank_shares_names_no_rank() -> None:
     log = (
         "ERROR: Unexpected bus error encountered in worker. This might be caused by "
