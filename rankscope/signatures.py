@@ -182,6 +182,32 @@ CATALOGUE: tuple[Signature, ...] = (
         ("Exit Reason: User Container killed by docker due to it exceeded the request memory",),
         0.9,
     ),
+    S(
+        "ray-memory-monitor-kill",
+        (
+            r"killed due to memory pressure \(OOM\)",
+            r"Task was killed due to the node running low on memory",
+        ),
+        r"(?:\d+ Workers \(tasks / ?actors\) )?"
+        r"killed due to memory pressure \(OOM\), \d+ Workers crashed due to other reasons at ?"
+        r"node \(ID: \w+, IP: (?P<host>[\d.]+)\)"
+        r"|(?:Worker exit detail: |OutOfMemoryError: )Task was killed due to the node running "
+        r"low on memory",
+        "Ray's memory monitor killed workers (tasks or actors) because the node's host memory "
+        "went over its usage threshold: Ray's own out-of-memory killer, before the kernel's.",
+        "OOM",
+        "crash",
+        "fatal",
+        "Lower host-memory use on that node (rollout buffers, offloaded states, data-loader "
+        "workers) or give it more memory; `ray logs raylet.out -ip <node>` names the workers "
+        "killed and the top memory users.",
+        (
+            "(raylet) [2025-02-19 15:02:00,117 E 135782 135782] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 8c1f27e40b9d35a6e0f4d1c3b2a79e5f6d08c4b1a3e2f79d5c6b0a1e, IP: 10.95.0.76) over the last time period. To see more information about the Workers killed on this node, use `ray logs raylet.out -ip 10.95.0.76`",
+            "The actor is dead because its worker process has died. Worker exit type: USER_ERROR Worker exit detail: Task was killed due to the node running low on memory.",
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        ),
+        0.9,
+    ),
     # --- NUMERICAL -----------------------------------------------------------------
     S(
         "loss-scale-minimum",
