@@ -171,6 +171,30 @@ def test_a_platform_viewers_level_column_does_not_make_an_exception_a_logged_one
     assert (t["category"], t["shape"]) == ("OOM", "crash")
 
 
+def test_a_catalogued_message_cut_by_terminal_wrapping_is_read_from_its_first_line() -> None:
+    msg = (
+        "(raylet) [2023-08-14 10:02:37,518 E 2741 2741] (raylet) node_manager.cc:3007: 2 Workers "
+        "(tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other "
+        "reasons at node (ID: c3e7a90b21d4f6e85a1c0d9b7e2f4a6c8d0e1b3f5a7c9e2d4b6f8a0c, IP: "
+        "10.0.167.62) over the last time period."
+    )
+    cut = msg.index("(tasks /") + len("(tasks /")
+    rest = msg[cut:]
+    wrapped = "\n".join([msg[:cut], rest[:110], rest[110:220], rest[220:]]) + "\n"
+    doc = _triage({"worker.log": wrapped})
+    assert doc["triage"]["category"] == "OOM"
+    assert doc["localization"]["culprit_hosts"] == ["10.0.167.62"]
+    assert doc["root_cause"]["chain"][0]["evidence"][0]["line"] == 1
+    # a traceback's code line naming an exception is not the start of that exception's line
+    tb = (
+        '  File "/x/dynamic_rendezvous.py", line 634, in run\n'
+        "    raise RendezvousClosedError()\n"
+        "torch.distributed.elastic.rendezvous.api.RendezvousClosedError\n"
+    )
+    ev = _triage({"worker.log": tb})["root_cause"]["chain"][0]["evidence"][0]
+    assert ev["line"] == 3
+
+
 def test_a_limit_every_rank_shares_names_no_rank() -> None:
     log = (
         "ERROR: Unexpected bus error encountered in worker. This might be caused by "
