@@ -427,6 +427,24 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- HARDWARE ------------------------------------------------------------------
     S(
+        "nvrm-reset-required",
+        (r"NV_ERR_RESET_REQUIRED",),
+        r"Reset required \[NV_ERR_RESET_REQUIRED\]|NV_ERR_RESET_REQUIRED",
+        "The NVIDIA driver refuses work on a GPU it has marked for reset after an "
+        "unrecoverable error of the GPU or its GSP firmware: every new channel or allocation "
+        "on it fails (CUDA reports the device busy or unavailable) until it is reset.",
+        "HARDWARE",
+        None,
+        "fatal",
+        "Drain the node; find the Xid that marked the GPU (154 'GPU Reset Required', 119/120 "
+        "GSP, 79, 48/94/95) in the kernel log, reset the GPU or reboot, and replace it if it "
+        "comes back.",
+        (
+            "[Sun Dec 14 09:52:01 2025] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2874 ",
+        ),
+        0.85,
+    ),
+    S(
         "gpu-unreachable",
         (r"Unable to determine the device handle for GPU",),
         r"device handle for GPU ?(?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)?: (?P<what>.*)",
@@ -1051,11 +1069,12 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "nccl-tests-failure",
-        (r"Test NCCL failure \S+:[0-9]+ '",),
-        r"Test NCCL failure (?P<src>\S+) '(?P<why>[^']*)'",
-        "nccl-tests stopped on an NCCL error and exits: the quoted text is only NCCL's error "
-        "class (some releases print 'internal error' whatever failed), the NCCL WARN line "
-        "above it names the call that failed.",
+        (r"Test NCCL failure \S+:[0-9]+ '", r"Test CUDA failure \S+:[0-9]+"),
+        r"Test NCCL failure (?P<src>\S+) '(?P<why>[^']*)'|Test CUDA failure (?P<csrc>\S+:\d+)",
+        "nccl-tests stopped on an NCCL (or CUDA) error and exits: the quoted text is only "
+        "NCCL's error class (some releases print 'internal error' whatever failed), the NCCL "
+        "WARN line above it names the call that failed; a CUDA failure is the device's own "
+        "(busy or unavailable: look at the kernel log for that GPU).",
         None,
         "crash",
         "fatal",
@@ -1064,6 +1083,7 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             "gpu-d03: Test NCCL failure common.cu:1012 'internal error - please report this issue to the NCCL developers / '",
             "gpu-r05: Test NCCL failure common.cu:343 'unhandled cuda error'",
+            "Test CUDA failure common.cu:1007",
         ),
         0.3,
     ),
