@@ -1,7 +1,7 @@
 """Peel what surrounds a log message: wrappers, the rank prefix, the glog envelope, dates.
 
 Wrappers seen in real logs stack in front of the message in any order: a log
-viewer's ``[80746]``, ``srun -l``'s ``10:``, pdsh's ``gpu-q-13:``, Ray's
+viewer's ``[80746]``, ``srun -l``'s ``10:``, pdsh's ``gpu-q-13:`` (or ``10.1.2.3:``), Ray's
 ``(RayWorkerWrapper pid=4009)``, ``host [stderr]``, date stamps. Then comes
 ``[rankN]:`` (the GLOBAL rank) and the glog/c10 envelope
 ``[E1121 10:22:33.123456789 ProcessGroupNCCL.cpp:1794]``. We never take a rank
@@ -49,8 +49,25 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
         re.compile(r"\[(?P<v>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*"),
     ),
     ("kts", re.compile(r"\[\s*\d+\.\d+\]\s*")),
+    # a job platform's viewer: a level and a bare logger name ("[INFO] [Driver] ") in front
+    # of whatever the process printed, the same level on every line (not the program's);
+    # a name with "." or ":" is a program's source location and stays
+    (
+        "logname",
+        re.compile(r"\[(?:INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\] \[[A-Za-z][\w-]*\]\s+(?=\S)"),
+    ),
     # torch_xla's xla_dist: each worker's line as "<worker ip> [<ordinal>]"
     ("xla_dist", re.compile(r"(?P<v>(?:\d{1,3}\.){3}\d{1,3}) \[\d+\]\s+")),
+    # pdsh (the deepspeed multi-node runner's) or a node log viewer's "<node ip>: " label
+    ("pdsh_ip", re.compile(r"(?P<v>(?:\d{1,3}\.){3}\d{1,3}):\s+(?=\S)")),
+    # a kernel-log reader's facility and level columns (talosctl dmesg: "kern:     err: ")
+    (
+        "kmsg",
+        re.compile(
+            r"(?:kern|user|daemon|auth|syslog):\s+"
+            r"(?:emerg|alert|crit|err|warning|warn|notice|info|debug):\s+(?=\S)"
+        ),
+    ),
     # (a dotted exception type with a digit in its module, ``pyo3_runtime.PanicException: …``,
     # is not a host)
     (
@@ -63,23 +80,32 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
 
 
 # The wrappers that can match a line starting with a given ASCII character (first
-# characters: "[" viewer/mpi/local/tag/date/dmesg/kts, "(" ray, digits
-# srun/stream/date/xla_dist,
-# whitespace srun/date, A-Z stream/syslog, a-z stream/pdsh, "_" "." "-" stream), in their
+# characters: "[" viewer/mpi/local/tag/date/dmesg/kts/logname, "(" ray, digits
+# srun/stream/date/xla_dist/pdsh_ip,
+# whitespace srun/date, A-Z stream/syslog, a-z stream/pdsh/kmsg, "_" "." "-" stream), in their
 # order above; any other ASCII character starts none; a non-ASCII one tries them all.
 def _first_char_wrappers(c: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
     if c == "[":
-        names: tuple[str, ...] = ("viewer", "mpi", "local", "tag", "date", "dmesg", "kts")
+        names: tuple[str, ...] = (
+            "viewer",
+            "mpi",
+            "local",
+            "tag",
+            "date",
+            "dmesg",
+            "kts",
+            "logname",
+        )
     elif c == "(":
         names = ("ray",)
     elif c.isdigit():
-        names = ("srun", "stream", "date", "xla_dist")
+        names = ("srun", "stream", "date", "xla_dist", "pdsh_ip")
     elif c.isspace():
         names = ("srun", "date")
     elif "A" <= c <= "Z":
         names = ("stream", "syslog")
     elif "a" <= c <= "z":
-        names = ("stream", "pdsh")
+        names = ("stream", "pdsh", "kmsg")
     elif c in "_.-":
         names = ("stream",)
     else:
@@ -184,7 +210,7 @@ def peel(line: str) -> Envelope:
                 env.local_rank = int(v)
             elif name == "mpi" and env.rank is None:
                 env.rank = int(v)
-            elif name in ("pdsh", "stream", "xla_dist") and v and env.host is None:
+            elif name in ("pdsh", "pdsh_ip", "stream", "xla_dist") and v and env.host is None:
                 # slurmstepd names its node after a dash: "slurmstepd-gpu27-05: error: …"
                 env.host = v[len("slurmstepd-") :] if v.startswith("slurmstepd-") else v
             s = s[m.end() :]

@@ -183,6 +183,32 @@ CATALOGUE: tuple[Signature, ...] = (
         ("Exit Reason: User Container killed by docker due to it exceeded the request memory",),
         0.9,
     ),
+    S(
+        "ray-memory-monitor-kill",
+        (
+            r"killed due to memory pressure \(OOM\)",
+            r"Task was killed due to the node running low on memory",
+        ),
+        r"(?:\d+ Workers \(tasks / ?actors\) )?"
+        r"killed due to memory pressure \(OOM\), \d+ Workers crashed due to other reasons at ?"
+        r"node \(ID: \w+, IP: (?P<host>[\d.]+)\)"
+        r"|(?:Worker exit detail: |OutOfMemoryError: )Task was killed due to the node running "
+        r"low on memory",
+        "Ray's memory monitor killed workers (tasks or actors) because the node's host memory "
+        "went over its usage threshold: Ray's own out-of-memory killer, before the kernel's.",
+        "OOM",
+        "crash",
+        "fatal",
+        "Lower host-memory use on that node (rollout buffers, offloaded states, data-loader "
+        "workers) or give it more memory; `ray logs raylet.out -ip <node>` names the workers "
+        "killed and the top memory users.",
+        (
+            "(raylet) [2025-02-19 15:02:00,117 E 135782 135782] (raylet) node_manager.cc:3069: 1 Workers (tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other reasons at node (ID: 8c1f27e40b9d35a6e0f4d1c3b2a79e5f6d08c4b1a3e2f79d5c6b0a1e, IP: 10.95.0.76) over the last time period. To see more information about the Workers killed on this node, use `ray logs raylet.out -ip 10.95.0.76`",
+            "The actor is dead because its worker process has died. Worker exit type: USER_ERROR Worker exit detail: Task was killed due to the node running low on memory.",
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.",
+        ),
+        0.9,
+    ),
     # --- NUMERICAL -----------------------------------------------------------------
     S(
         "loss-scale-minimum",
@@ -452,6 +478,24 @@ CATALOGUE: tuple[Signature, ...] = (
         0.3,  # progress, not an error: decides only a hang nothing else explains
     ),
     # --- HARDWARE ------------------------------------------------------------------
+    S(
+        "nvrm-reset-required",
+        (r"NV_ERR_RESET_REQUIRED",),
+        r"Reset required \[NV_ERR_RESET_REQUIRED\]|NV_ERR_RESET_REQUIRED",
+        "The NVIDIA driver refuses work on a GPU it has marked for reset after an "
+        "unrecoverable error of the GPU or its GSP firmware: every new channel or allocation "
+        "on it fails (CUDA reports the device busy or unavailable) until it is reset.",
+        "HARDWARE",
+        None,
+        "fatal",
+        "Drain the node; find the Xid that marked the GPU (154 'GPU Reset Required', 119/120 "
+        "GSP, 79, 48/94/95) in the kernel log, reset the GPU or reboot, and replace it if it "
+        "comes back.",
+        (
+            "[Sun Dec 14 09:52:01 2025] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2874 ",
+        ),
+        0.85,
+    ),
     S(
         "gpu-unreachable",
         (r"Unable to determine the device handle for GPU",),
@@ -1295,11 +1339,12 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "nccl-tests-failure",
-        (r"Test NCCL failure \S+:[0-9]+ '",),
-        r"Test NCCL failure (?P<src>\S+) '(?P<why>[^']*)'",
-        "nccl-tests stopped on an NCCL error and exits: the quoted text is only NCCL's error "
-        "class (some releases print 'internal error' whatever failed), the NCCL WARN line "
-        "above it names the call that failed.",
+        (r"Test NCCL failure \S+:[0-9]+ '", r"Test CUDA failure \S+:[0-9]+"),
+        r"Test NCCL failure (?P<src>\S+) '(?P<why>[^']*)'|Test CUDA failure (?P<csrc>\S+:\d+)",
+        "nccl-tests stopped on an NCCL (or CUDA) error and exits: the quoted text is only "
+        "NCCL's error class (some releases print 'internal error' whatever failed), the NCCL "
+        "WARN line above it names the call that failed; a CUDA failure is the device's own "
+        "(busy or unavailable: look at the kernel log for that GPU).",
         None,
         "crash",
         "fatal",
@@ -1308,6 +1353,7 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             "gpu-d03: Test NCCL failure common.cu:1012 'internal error - please report this issue to the NCCL developers / '",
             "gpu-r05: Test NCCL failure common.cu:343 'unhandled cuda error'",
+            "Test CUDA failure common.cu:1007",
         ),
         0.3,
     ),

@@ -106,8 +106,16 @@ def _gpu_reading(e: Event) -> tuple[str, float] | None:
     return ("HARDWARE", 0.6) if readings.get("sensor_errors_unlike_peers") else None
 
 
+# Xid 43: the GPU stopped a channel after the application's own fault, and (NVIDIA's
+# catalogue) the GPU stays healthy. It is the echo of what the application logs, so it is
+# weaker than any other Xid and never a cause on its own.
+_APP_FAULT_XIDS = frozenset({43})
+
+
 def _xid(e: Event) -> tuple[str, float] | None:
-    return ("HARDWARE", 0.95) if e.fields.get("hardware") else ("HARDWARE", 0.5)
+    if e.fields.get("hardware"):
+        return "HARDWARE", 0.95
+    return ("HARDWARE", 0.4) if e.fields.get("xid") in _APP_FAULT_XIDS else ("HARDWARE", 0.5)
 
 
 # (words in the CUDA error's text, outcome), first match wins

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..envelope import peel
 from ..model import Event, evidence
 from ..signatures import BY_ID, exception_rule
 from ..times import etime, seconds_between
@@ -155,11 +156,13 @@ def _exit_line(e: Event) -> bool:
     nccl = _NCCL_MAIN_THREAD_CUDA_FAILURE.search(e.text)
     if nccl is not None and nccl.group(1) == nccl.group(2):
         return True
-    m = _RAISED.search(e.text)
+    # the program's own words: a log viewer's or launcher's columns in front are not its level
+    msg = peel(e.text).message
+    m = _RAISED.search(msg)
     if m is None and e.kind != "python_exception":
         return False
     # an exception logged at warning/info level was caught (a retry, a fallback)
-    logged = m is not None and _LOGGED.search(e.text[: m.start()])
+    logged = m is not None and _LOGGED.search(msg[: m.start()])
     return e.level not in ("W", "I", "D") and not logged
 
 
@@ -305,6 +308,22 @@ def _failed_tasks(ctx: Context, e: Event) -> list[int]:
     )[:64]
 
 
+def _sole_worker(ctx: Context, e: Event) -> list[int]:
+    """The rank the deepspeed launcher's exit report in the root's own file names, in a job
+    of one declared worker. The launcher prints the command of the last worker it started
+    whichever worker failed, so its ``--local_rank`` names the failed one only when there
+    was one."""
+    job = ctx.doc["job"]
+    if job.get("world_size") != 1 or job.get("world_size_source") not in _WORLD_DECLARED:
+        return []
+    named = {
+        str(x.fields.get("local_rank", ""))
+        for x in ctx.events
+        if x.file == e.file and x.fields.get("sig") == "deepspeed-launcher-exit"
+    }
+    return [0] if named == {"0"} else []  # one worker: on one node, local rank 0 is rank 0
+
+
 def _slurm_host(ctx: Context, e: Event) -> list[str]:
     """SLURM's own lines in the same output file name the node ("*** JOB 42 ON cn-a07
     CANCELLED …"): a scheduler-reported failure without a host happened there."""
@@ -391,6 +410,16 @@ def _earlier(a: str | None, b: str | None, seconds: float = 60.0) -> bool:
     """True when ``a`` is at least ``seconds`` before ``b`` (ISO strings, same year)."""
     gap = seconds_between(a, b)
     return gap is not None and gap >= seconds
+
+
+def _host_spelling(ctx: Context, hosts: list[str]) -> list[str]:
+    """Host names are case-insensitive: a node a scheduler's node list spells with capitals
+    (srun's ``Node-01-01``) is the machine that names itself in lower case elsewhere in
+    the job (slurmstepd's ``node-01-01``); report that one spelling."""
+    if all(h == h.lower() for h in hosts):
+        return hosts
+    lower = {e.host for e in ctx.events if e.host and e.host == e.host.lower()}
+    return [h.lower() if h.lower() in lower else h for h in hosts]
 
 
 def _by_time(causes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -536,6 +565,7 @@ class VerdictAnalyzer:
 
     def run(self, ctx: Context) -> None:
         v = self._decide(ctx)
+        v.culprit_hosts = _host_spelling(ctx, v.culprit_hosts)
         job = ctx.doc["job"]
         world = job.get("world_size") or len(job.get("ranks_seen", []))
         v.scope = self._scope(ctx, v, world)
@@ -1021,6 +1051,8 @@ class VerdictAnalyzer:
                 ranks = [int(e.fields["around_rank"])]  # NCCL names the rank to check
             if not ranks:
                 ranks = _failed_tasks(ctx, e)  # srun names the task a kill or exit ended
+            if not ranks:
+                ranks = _sole_worker(ctx, e)  # a launcher of one worker names it
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = (
                 sorted({ctx.facts.rank_host.get(r) for r in ranks[:64]} - {None})

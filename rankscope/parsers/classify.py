@@ -385,7 +385,11 @@ def _collectives_and_gpu(msg: str) -> Result:
 
 def _memory(msg: str) -> Result:
     """CUDA OOM and the host OOM killer."""
-    if "CUDA out of memory" in msg or "OutOfMemoryError" in msg:
+    # Ray's OutOfMemoryError is its memory monitor killing a worker for the node's host
+    # memory (catalogue: ray-memory-monitor-kill), not the GPU's
+    if "CUDA out of memory" in msg or (
+        "OutOfMemoryError" in msg and "node running low on memory" not in msg
+    ):
         f = {}
         m = _RX["oom_tried"].search(msg)
         if m:

@@ -392,6 +392,13 @@ class TextLogParser:
             joined = _join_forward(block, e, limit, env.message, line)
             if joined is not None:
                 res, used_end, cont_line = joined
+        if res is None and sigs and not _is_code(env.message):
+            cut = _join_signature(block, s, e, limit, env, line, sigs)
+            if cut is not None:
+                res, used_end, cont_line, above = cut
+                if above is not None:  # the message starts on the line above
+                    raw, env = above
+                    line -= 1
         if res is None:
             return e
         kind, fields = res
@@ -558,6 +565,63 @@ def _join_forward(
         msg = msg + nmsg
         nxt_start = nxt_end + 1
     return None
+
+
+def _sig_from(
+    text: str, before: int, sigs: tuple[Signature, ...] | list[Signature]
+) -> tuple[Signature, dict[str, str]] | None:
+    """The first signature whose regex matches ``text`` starting before offset ``before``."""
+    for sig in sigs:
+        m = sig.rx.search(text)
+        if m and m.start() < before:
+            return sig, {k: v for k, v in m.groupdict().items() if v is not None}
+    return None
+
+
+def _join_signature(
+    block: bytearray,
+    s: int,
+    e: int,
+    limit: int,
+    env: Envelope,
+    line: int,
+    sigs: tuple[Signature, ...],
+) -> tuple[tuple[str, dict[str, Any]], int, int, tuple[str, Envelope] | None] | None:
+    """Terminal wrapping cut a catalogued message the prefilter found on this line before
+    what its regex needs: join up to two following lines and match again (the match must
+    start on this line); when this line is a bare continuation, the message starts on the
+    line above if the match, with that line joined on, starts there. (reading, end of the
+    last line used, its line number, the line above's raw text and envelope or None)."""
+    msg = env.message
+    own = len(msg)
+    nxt_start = e + 1
+    hit = None
+    for extra in range(1, 3):
+        nxt_end = block.find(b"\n", nxt_start, limit)
+        if nxt_end < 0 or nxt_start >= limit:
+            return None
+        nmsg = peel(block[nxt_start:nxt_end].decode("utf-8", errors="replace").rstrip("\r")).message
+        for joiner in ("", " "):
+            hit = _sig_from(msg + joiner + nmsg, own, sigs)
+            if hit is not None:
+                msg, cont = msg + joiner + nmsg, line + extra
+                break
+        if hit is not None:
+            break
+        msg = msg + nmsg
+        nxt_start = nxt_end + 1
+    if hit is None:
+        return None
+    above = None
+    if _bare(env) and s > 0 and block[s - 1 : s] == b"\n":
+        p0 = block.rfind(b"\n", 0, s - 1) + 1
+        praw = block[p0 : s - 1].decode("utf-8", errors="replace").rstrip("\r")
+        penv = peel(praw)
+        h2 = _sig_from(penv.message + msg, len(penv.message), [hit[0]])
+        if h2 is not None and match_signature(penv.message) is None:
+            hit, above = h2, (praw, penv)
+    sig, sf = hit
+    return ("signature", {**sf, "sig": sig.id}), nxt_end, cont, above
 
 
 def _rank_of(env: Envelope, kind: str, fields: dict[str, Any], file_rank: int | None) -> int | None:

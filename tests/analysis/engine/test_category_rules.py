@@ -86,6 +86,115 @@ def test_xla_dist_prefixes_name_the_worker() -> None:
     assert doc["localization"]["culprit_hosts"] == ["10.0.7.33"]
 
 
+def test_an_ip_label_and_a_kernel_log_readers_columns_name_the_node() -> None:
+    # pdsh (the deepspeed multi-node runner) labels remote lines "<ip>: "; talosctl
+    # dmesg adds the facility and level columns before the kernel's own stamp
+    kern = (
+        "10.11.0.119: kern: warning: [2026-04-02T21:26:20.599716692Z]: NVRM: Xid "
+        "(PCI:0000:48:00): 74, pid=22884, name=python3, NVLink: fatal error detected on link 8"
+        "(0x0, 0x0, 0x10000, 0x0, 0x0, 0x0, 0x0)\n"
+    )
+    doc = _triage({"kern.log": kern})
+    assert doc["triage"]["category"] == "HARDWARE"
+    assert doc["localization"]["culprit_hosts"] == ["10.11.0.119"]
+    log = (
+        "10.13.0.81: [rank19]:[E319 10:31:07.406255799 ProcessGroupNCCL.cpp:1895] [PG ID 1 "
+        "PG GUID 1 Rank 19] Process group watchdog thread terminated with exception: CUDA "
+        "error: an illegal memory access was encountered\n"
+    )
+    loc = _triage({"train.log": log})["localization"]
+    assert (loc["culprit_ranks"], loc["culprit_hosts"]) == ([19], ["10.13.0.81"])
+
+
+def test_xid_43_of_an_application_fault_does_not_outrank_a_later_xid() -> None:
+    dmesg = (
+        "[Wed Feb 10 23:04:35 2021] NVRM: Xid (PCI:0000:3d:00): 43, pid=35521, Ch 00000008\n"
+        "[Fri Feb 12 23:42:34 2021] NVRM: Xid (PCI:0000:db:00): 31, pid=13641, Ch 00000008, "
+        "intr 00000000. MMU Fault: ENGINE GRAPHICS GPCCLIENT_T1_10 faulted @ 0x7fd7_90743000. "
+        "Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_READ\n"
+    )
+    doc = _triage({"dmesg.txt": dmesg})
+    assert doc["triage"]["category"] == "HARDWARE"
+    assert "): 31," in doc["root_cause"]["chain"][0]["evidence"][0]["text"]
+
+
+def test_a_node_spelled_in_two_letter_cases_is_reported_once_in_lower_case() -> None:
+    log = (
+        "slurmstepd: error: Detected 1 oom-kill event(s) in step 7314826.0 cgroup. Some of "
+        "your processes may have been killed by the cgroup out-of-memory handler.\n"
+        "srun: error: Node-01-01: task 4: Out Of Memory\n"
+        "slurmstepd: error: *** STEP 7314826.0 ON node-01-01 CANCELLED AT 2022-03-15T09:12:48 ***\n"
+    )
+    loc = _triage({"slurm-7314826.out": log})["localization"]
+    assert (loc["culprit_ranks"], loc["culprit_hosts"]) == ([4], ["node-01-01"])
+
+
+def test_the_deepspeed_launcher_names_its_only_worker_but_not_one_of_many() -> None:
+    oom = (
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 1.92 GiB (GPU 0; "
+        "31.74 GiB total capacity; 30.00 GiB already allocated; 304.88 MiB free; 30.60 GiB "
+        "reserved in total by PyTorch)\n"
+    )
+
+    def launch(n: int) -> str:
+        return (
+            f"[2023-11-09 16:21:41,118] [INFO] [launch.py:163:main] dist_world_size={n}\n"
+            + oom
+            + "".join(
+                f"[2023-11-09 16:22:03,420] [INFO] [launch.py:315:sigkill_handler] Killing "
+                f"subprocess {2417 + i}\n"
+                for i in range(n)
+            )
+            + "[2023-11-09 16:22:03,439] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/"
+            f"python3', '-u', 'train.py', '--local_rank={n - 1}'] exits with return code = 1\n"
+        )
+
+    # the launcher prints the command of the last worker it started, whichever one failed
+    assert _triage({"train.log": launch(1)})["localization"]["culprit_ranks"] == [0]
+    assert _triage({"train.log": launch(2)})["localization"]["culprit_ranks"] == []
+
+
+def test_a_platform_viewers_level_column_does_not_make_an_exception_a_logged_one() -> None:
+    # the viewer stamps every line "[INFO] [Driver]", the traceback and the error alike
+    pre = "2023-08-02 21:27:58\t2023-08-02 21:27:58.000 [INFO] [Driver] "
+    log = "".join(
+        pre + x + "\n"
+        for x in (
+            "Traceback (most recent call last):",
+            'File "/workspace/train.py", line 139, in train',
+            "model, optimizer, _, _ = deepspeed.initialize(",
+            "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.04 GiB (GPU 0; "
+            "79.35 GiB total capacity; 74.62 GiB already allocated; 3.71 GiB free)",
+        )
+    )
+    t = _triage({"driver.log": log})["triage"]
+    assert (t["category"], t["shape"]) == ("OOM", "crash")
+
+
+def test_a_catalogued_message_cut_by_terminal_wrapping_is_read_from_its_first_line() -> None:
+    msg = (
+        "(raylet) [2023-08-14 10:02:37,518 E 2741 2741] (raylet) node_manager.cc:3007: 2 Workers "
+        "(tasks / actors) killed due to memory pressure (OOM), 0 Workers crashed due to other "
+        "reasons at node (ID: c3e7a90b21d4f6e85a1c0d9b7e2f4a6c8d0e1b3f5a7c9e2d4b6f8a0c, IP: "
+        "10.0.167.62) over the last time period."
+    )
+    cut = msg.index("(tasks /") + len("(tasks /")
+    rest = msg[cut:]
+    wrapped = "\n".join([msg[:cut], rest[:110], rest[110:220], rest[220:]]) + "\n"
+    doc = _triage({"worker.log": wrapped})
+    assert doc["triage"]["category"] == "OOM"
+    assert doc["localization"]["culprit_hosts"] == ["10.0.167.62"]
+    assert doc["root_cause"]["chain"][0]["evidence"][0]["line"] == 1
+    # a traceback's code line naming an exception is not the start of that exception's line
+    tb = (
+        '  File "/x/dynamic_rendezvous.py", line 634, in run\n'
+        "    raise RendezvousClosedError()\n"
+        "torch.distributed.elastic.rendezvous.api.RendezvousClosedError\n"
+    )
+    ev = _triage({"worker.log": tb})["root_cause"]["chain"][0]["evidence"][0]
+    assert ev["line"] == 3
+
+
 def test_a_limit_every_rank_shares_names_no_rank() -> None:
     log = (
         "ERROR: Unexpected bus error encountered in worker. This might be caused by "
