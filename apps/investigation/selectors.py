@@ -123,6 +123,12 @@ _WHEN = {
 }
 
 
+def _scope(value: object) -> str:
+    """The triage's scope as the first screen says it; nothing when the engine does not know."""
+    text = str(value or "").replace("_", " ")
+    return "" if text in ("", "unknown") else f"scope: {text}"
+
+
 @dataclass
 class FirstScreen:
     """What broke, where, and what to do first — each claim with its evidence."""
@@ -172,7 +178,7 @@ def first_screen(*, doc: dict[str, Any] | None) -> FirstScreen:
         severity=str(triage.get("severity") or ""),
         summary=str(triage.get("summary") or root.get("summary") or ""),
         confidence=triage.get("confidence"),
-        scope=str(triage.get("scope") or "").replace("_", " "),
+        scope=_scope(triage.get("scope")),
         when=_WHEN.get(str(triage.get("when") or ""), ""),
         what_evidence=what_ev[:3],
         culprit_ranks=rank_ranges(culprits, limit=12),

@@ -342,6 +342,18 @@ _NO_EXIT_ACTION = (
 )
 
 
+def _name_targets(text: str, v: Verdict) -> str:
+    """A generic action's "the named node/rank" says which, or what to look for when the
+    logs name none (a dmesg excerpt without a host, a single-process log)."""
+    hosts = ", ".join(v.culprit_hosts[:4]) + (" …" if len(v.culprit_hosts) > 4 else "")
+    ranks = ", ".join(str(r) for r in v.culprit_ranks[:4]) + (
+        " …" if len(v.culprit_ranks) > 4 else ""
+    )
+    text = text.replace("the named node", hosts or "the node whose logs show it")
+    rank_word = "ranks" if len(v.culprit_ranks) > 1 else "rank"
+    return text.replace(" on the named rank", f" on {rank_word} {ranks}" if ranks else "")
+
+
 def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
     if v.shape == "none":
         return []
@@ -362,6 +374,7 @@ def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
         ]
     if v.shape == "hang" and v.root is not None and v.root.kind == "run_succeeded":
         recs = [{"kind": "immediate", "text": _NO_EXIT_ACTION}]
+    recs = [{**r, "text": _name_targets(r["text"], v)} for r in recs]
     if v.shape == "slow" and v.category in SLOW_ACTION:
         recs = [
             {

@@ -49,3 +49,11 @@ def test_a_line_cited_by_several_findings_is_shown_once():
     doc["findings"].append(dict(doc["findings"][1], kind="nccl_role", title="rank 76 waiting"))
     refs = first_screen(doc=doc).where_evidence
     assert [(r["file"], r["line"]) for r in refs] == [("node-09.out", 546)]
+
+
+def test_the_scope_is_said_with_its_name_and_left_out_when_unknown():
+    doc = _doc()
+    doc["triage"]["scope"] = "single_node"
+    assert first_screen(doc=doc).scope == "scope: single node"
+    doc["triage"]["scope"] = "unknown"
+    assert first_screen(doc=doc).scope == ""

@@ -361,3 +361,20 @@ def test_a_sigbus_on_every_rank_is_shared_memory_and_not_the_rank_mpirun_names()
     doc = _triage({"run.log": "\n".join(lines) + "\n"})
     assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("crash", "DATA")
     assert doc["localization"]["culprit_ranks"] == []
+
+
+XID79 = "[74889.644138] NVRM: Xid (PCI:0000:02:00): 79, GPU has fallen off the bus.\n"
+
+
+def _immediate(doc: dict[str, Any]) -> str:
+    return next(r["text"] for r in doc["recommendations"] if r["kind"] == "immediate")
+
+
+def test_the_first_action_names_the_node_it_means_or_says_which_one_to_look_for() -> None:
+    doc = _triage({"dmesg.txt": XID79})
+    assert doc["triage"]["category"] == "HARDWARE"
+    assert _immediate(doc).startswith("Drain the node whose logs show it,")
+    doc = _triage({"kern.log": "Mar  2 14:10:05 node-a07 kernel: " + XID79})
+    hosts = doc["localization"]["culprit_hosts"]
+    assert hosts and _immediate(doc).startswith(f"Drain {hosts[0]},")
+    assert "named" not in _immediate(doc)
