@@ -120,6 +120,7 @@ def _timeline(incident: Incident) -> list[dict[str, Any]]:
             marker = _marker_for_event(event.kind, event.data or {}, event.message)
             if not marker:
                 previous["count"] += 1
+                previous["last"] = event.message
                 continue
         entry = {
             "at": _iso(event.at),
@@ -133,6 +134,12 @@ def _timeline(incident: Incident) -> list[dict[str, Any]]:
         previous = entry
         if len(entries) >= MAX_EVENTS:
             break
+    for entry in entries:
+        # a collapsed run says its first and last message (two different files were
+        # uploaded, not the first one twice)
+        last = entry.pop("last", None)
+        if last is not None and last != entry["message"]:
+            entry["message"] = f"{entry['message']} … {last}"
     entries.sort(key=lambda e: e["at"] or "")
     return entries
 

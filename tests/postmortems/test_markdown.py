@@ -219,3 +219,16 @@ def test_a_crash_prefills_gpus_and_impact_start_from_the_logs(team, owner):
     assert (
         "Cost if undetected for the rest" not in text
     )  # a crashed job does not keep burning GPUs unseen
+
+
+def test_a_run_of_uploads_in_the_timeline_names_its_first_and_last_file(team, owner):
+    from apps.incidents.services import incident_event_add
+
+    incident = make_incident(team, owner, title="Two files")
+    for name in ("dmesg.txt", "gpu_burn.log"):
+        incident_event_add(
+            incident=incident, kind="ingest.upload", message=f"Uploaded {name}: 1 stored"
+        )
+    pm = services.postmortem_draft_create(incident=incident, actor=owner)
+    text = services.postmortem_render_markdown(postmortem=pm)
+    assert "Uploaded dmesg.txt: 1 stored … Uploaded gpu_burn.log: 1 stored (×2)" in text
