@@ -343,7 +343,7 @@ def _timeline(d: _Doc) -> list[str]:
                 [
                     _t(e.get("time")),
                     e.get("rank"),
-                    e.get("event"),
+                    _log_event(e),
                     Raw(_ref({"file": e.get("file", ""), "line": e.get("line", "")})),
                 ]
                 for e in log_timeline
@@ -351,6 +351,16 @@ def _timeline(d: _Doc) -> list[str]:
         )
         out.append("")
     return out
+
+
+def _log_event(entry: dict[str, Any], width: int = 160) -> Raw:
+    """A log timeline row's event: its kind and the line itself (shortened, as code), so
+    the table reads without opening every link."""
+    text = " ".join(str(entry.get("text") or "").split())
+    if len(text) > width:
+        text = text[: width - 1] + "…"
+    kind = md_cell(entry.get("event") or "")
+    return Raw(f"{kind}: {md_code(text, in_table=True)}" if text else kind)
 
 
 def _technical_analysis(d: _Doc) -> list[str]:

@@ -232,3 +232,26 @@ def test_a_run_of_uploads_in_the_timeline_names_its_first_and_last_file(team, ow
     pm = services.postmortem_draft_create(incident=incident, actor=owner)
     text = services.postmortem_render_markdown(postmortem=pm)
     assert "Uploaded dmesg.txt: 1 stored … Uploaded gpu_burn.log: 1 stored (×2)" in text
+
+
+def test_the_log_timeline_shows_each_line_as_code_and_it_cannot_break_the_table(team, owner):
+    doc = triage_doc()
+    line = "[rank3]: NCCL WARN NET/IB : Got completion | <script>alert(1)</script> with error 12"
+    doc["timeline"] = [
+        {
+            "time": None,
+            "rank": 3,
+            "file": "node-09.out",
+            "line": 7,
+            "event": "nccl_error",
+            "text": line,
+        }
+    ]
+    incident = make_incident(team, owner, title="Log timeline", doc=doc)
+    pm = services.postmortem_draft_create(incident=incident, actor=owner)
+    text = services.postmortem_render_markdown(postmortem=pm)
+    block = text.split("### From the logs", 1)[1].split("\n## ", 1)[0]
+    row = next(r for r in block.splitlines() if "nccl_error" in r)
+    assert "nccl_error: `[rank3]: NCCL WARN NET/IB : Got completion \\| <script>" in row
+    # the row keeps its four columns: the only unescaped pipes are the cell borders
+    assert len(re.findall(r"(?<!\\)\|", row)) == 5
