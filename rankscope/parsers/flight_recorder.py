@@ -14,6 +14,7 @@ import pickle
 import re
 from typing import Any, BinaryIO
 
+from .._lazy import lazy_compile
 from ..detect import Head, Recognizer, basename, rank_from_name
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
@@ -24,8 +25,8 @@ KEEP_TOTAL = 10_000  # newest entries kept per dump over all its process groups
 MAX_TENSORS = 16  # shapes kept per entry side (numel totals stay exact)
 MAX_QUOTE = 600  # characters of a compact JSON entry quoted as evidence
 
-_SUFFIX_RANK = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?$", re.I)
-_SEQ_KEY = re.compile(rb'"collective_seq_id"\s*:')
+_SUFFIX_RANK = lazy_compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?$", re.I)
+_SEQ_KEY = lazy_compile(rb'"collective_seq_id"\s*:')
 
 
 class SafeUnpickler(pickle.Unpickler):
@@ -139,7 +140,9 @@ def describe_entry(pg: str, e: dict[str, Any]) -> str:
     )[:MAX_QUOTE]
 
 
-_FR_NAME = re.compile(r"(?:nccl_trace_rank_|comm_lib_trace_rank_|fr_trace|flight_?recorder)", re.I)
+_FR_NAME = lazy_compile(
+    r"(?:nccl_trace_rank_|comm_lib_trace_rank_|fr_trace|flight_?recorder)", re.I
+)
 
 
 def _is_flight_recorder(h: Head) -> bool:

@@ -8,7 +8,7 @@ import re
 import tempfile
 from typing import Any, BinaryIO
 
-from .._lazy import LazyModule, lazy_module
+from .._lazy import LazyModule, lazy_compile, lazy_module
 from ..detect import Head, Recognizer, host_from_name, rank_from_name
 from ..metrics import (
     _GPU_WIDE,
@@ -30,7 +30,7 @@ pq = LazyModule("pyarrow.parquet")
 
 MAX_BYTES = 256 << 20
 MAX_JSONL_RAW = 64 << 20  # raw JSON-lines text kept for evidence up to this size
-_WIDE = re.compile(
+_WIDE = lazy_compile(
     r"^(?:(?P<m1>.+?)[\s_./:-]*(?<![A-Za-z])rank[\s_-]?(?P<r1>\d+)"
     r"|rank[\s_-]?(?P<r2>\d+)[\s_./:-]+(?P<m2>.+))$",
     re.IGNORECASE,
