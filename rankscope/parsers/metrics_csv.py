@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import json
 import re
-import tempfile
 from typing import Any, BinaryIO
 
 from .._lazy import LazyModule, lazy_compile, lazy_module
@@ -286,6 +285,8 @@ class MetricsParser:
 
     def _parquet(self, body: _Rewind, result: ParseResult) -> pa.Table:
         """Row groups streamed in batches; a non-seekable stream is spooled to a temp file."""
+        import tempfile  # here: it brings shutil, bz2, lzma and random, which a text log never needs
+
         with tempfile.SpooledTemporaryFile(max_size=32 << 20) as spool:
             size = 0
             while True:
