@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import io
 import json
-import pickle
 import re
 from typing import Any, BinaryIO
 
@@ -29,14 +28,15 @@ _SUFFIX_RANK = lazy_compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?$", re.I)
 _SEQ_KEY = lazy_compile(rb'"collective_seq_id"\s*:')
 
 
-class SafeUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(
-            f"refused to load class {module}.{name}: not a flight-recorder dump"
-        )
-
-
 def safe_loads(data: bytes) -> Any:
+    import pickle  # here: only a pickled dump needs it, not every run's start-up
+
+    class SafeUnpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            raise pickle.UnpicklingError(
+                f"refused to load class {module}.{name}: not a flight-recorder dump"
+            )
+
     return SafeUnpickler(io.BytesIO(data)).load()
 
 
@@ -175,6 +175,8 @@ def _read_capped(stream: BinaryIO) -> bytes:
 def _load(data: bytes) -> tuple[dict[str, Any], str]:
     """The dump and its format (``pickle`` through the restricted loader, or ``json``)."""
     if data[:1] == b"\x80":
+        import pickle
+
         try:
             dump = safe_loads(data)
         except pickle.UnpicklingError as exc:
