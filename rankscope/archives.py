@@ -55,6 +55,8 @@ from typing import IO, BinaryIO
 
 import zstandard
 
+from .compressed import is_archive, kind_of
+
 CHUNK = 1 << 20
 PASS_CHUNK = 64 << 10
 HEAD = 512
@@ -104,30 +106,6 @@ class Member:
         # Lets ``for name, stream in iter_members(path)`` work (the engine's sources.py).
         yield self.name
         yield self.rejected if self.rejected is not None else self.open()
-
-
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-
-
-def kind_of(head: bytes) -> str:
-    """``gzip``, ``bzip2``, ``xz``, ``zstd``, ``zip``, ``tar`` or ``plain`` from the first 512 bytes."""
-    if head[:2] == b"\x1f\x8b":
-        return "gzip"
-    if head[:3] == b"BZh" and head[3:4].isdigit():
-        return "bzip2"
-    if head[:6] == b"\xfd7zXZ\x00":
-        return "xz"
-    if head[:4] == ZSTD_MAGIC:
-        return "zstd"
-    if head[:4] in (b"PK\x03\x04", b"PK\x05\x06"):
-        return "zip"
-    if head[257:262] == b"ustar":
-        return "tar"
-    return "plain"
-
-
-def is_archive(head: bytes) -> bool:
-    return kind_of(head) != "plain"
 
 
 def member_name_problem(raw: str) -> str | None:

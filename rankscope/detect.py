@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import PurePosixPath
 
-_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?!\d)", re.IGNORECASE)
-_SLURM_OUT = re.compile(
+from ._lazy import lazy_compile
+
+_RANK_IN_NAME = lazy_compile(r"(?:^|[^a-z])rank[_-]?(\d+)(?!\d)", re.IGNORECASE)
+_SLURM_OUT = lazy_compile(
     r"^(?:error|output|slurm|log|stderr|stdout)[-_](\d+)[-_](?P<node>[\w.-]+?)\.(?:out|err|log|txt)$"
 )
-_HOST_TOKEN = re.compile(r"(?P<h>(?:[a-z][a-z0-9]*-)+\d+|[a-z]+\d+[a-z0-9-]*)", re.I)
+_HOST_TOKEN = lazy_compile(r"(?P<h>(?:[a-z][a-z0-9]*-)+\d+|[a-z]+\d+[a-z0-9-]*)", re.I)
 
 
 def basename(name: str) -> str:

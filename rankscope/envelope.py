@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ._lazy import lazy_compile
+
 _MONTHS = {
     m: i
     for i, m in enumerate(
@@ -22,48 +24,48 @@ _MONTHS = {
 
 # Each wrapper: (name, regex anchored at the start). Group "v" holds a value when useful.
 _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
-    ("viewer", re.compile(r"\[(?P<v>\d{2,8})\]\s+(?=\S)")),
+    ("viewer", lazy_compile(r"\[(?P<v>\d{2,8})\]\s+(?=\S)")),
     # mpirun --tag-output / Horovod: [jobid,rank]<stderr>: — the MPI rank is the global rank
-    ("mpi", re.compile(r"\[\d+,(?P<v>\d+)\]<std(?:out|err)>:?\s?")),
+    ("mpi", lazy_compile(r"\[\d+,(?P<v>\d+)\]<std(?:out|err)>:?\s?")),
     # torchrun --tee's local-rank tag: [default3]: (the global rank, if any, follows as [rankN]:)
-    ("local", re.compile(r"\[default(?P<v>\d+)\]:")),
+    ("local", lazy_compile(r"\[default(?P<v>\d+)\]:")),
     # torchrun --tee / a launcher's bare stream tag
-    ("tag", re.compile(r"\[std(?:out|err)\]:?\s*")),
-    ("srun", re.compile(r"\s*(?P<v>\d{1,6}):\s")),
-    ("ray", re.compile(r"\((?P<v>[\w.]+)(?:\[\w+=\w+\])? pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
-    ("stream", re.compile(r"(?P<v>[\w.-]+) \[std(?:out|err)\]:?\s*")),
+    ("tag", lazy_compile(r"\[std(?:out|err)\]:?\s*")),
+    ("srun", lazy_compile(r"\s*(?P<v>\d{1,6}):\s")),
+    ("ray", lazy_compile(r"\((?P<v>[\w.]+)(?:\[\w+=\w+\])? pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
+    ("stream", lazy_compile(r"(?P<v>[\w.-]+) \[std(?:out|err)\]:?\s*")),
     # a date column, to the second or (a web console's) to the minute, maybe indented
     (
         "date",
-        re.compile(
+        lazy_compile(
             r"\s*\[?(?P<v>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)"
             r"(?:Z|[+-]\d\d:?\d\d)?\]?[:\s]\s*"
         ),
     ),
     (
         "syslog",
-        re.compile(r"(?P<v>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) (?P<h>[\w.-]+) [\w./-]+:\s"),
+        lazy_compile(r"(?P<v>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d) (?P<h>[\w.-]+) [\w./-]+:\s"),
     ),
     (
         "dmesg",
-        re.compile(r"\[(?P<v>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*"),
+        lazy_compile(r"\[(?P<v>[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4})\]\s*"),
     ),
-    ("kts", re.compile(r"\[\s*\d+\.\d+\]\s*")),
+    ("kts", lazy_compile(r"\[\s*\d+\.\d+\]\s*")),
     # a job platform's viewer: a level and a bare logger name ("[INFO] [Driver] ") in front
     # of whatever the process printed, the same level on every line (not the program's);
     # a name with "." or ":" is a program's source location and stays
     (
         "logname",
-        re.compile(r"\[(?:INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\] \[[A-Za-z][\w-]*\]\s+(?=\S)"),
+        lazy_compile(r"\[(?:INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\] \[[A-Za-z][\w-]*\]\s+(?=\S)"),
     ),
     # torch_xla's xla_dist: each worker's line as "<worker ip> [<ordinal>]"
-    ("xla_dist", re.compile(r"(?P<v>(?:\d{1,3}\.){3}\d{1,3}) \[\d+\]\s+")),
+    ("xla_dist", lazy_compile(r"(?P<v>(?:\d{1,3}\.){3}\d{1,3}) \[\d+\]\s+")),
     # pdsh (the deepspeed multi-node runner's) or a node log viewer's "<node ip>: " label
-    ("pdsh_ip", re.compile(r"(?P<v>(?:\d{1,3}\.){3}\d{1,3}):\s+(?=\S)")),
+    ("pdsh_ip", lazy_compile(r"(?P<v>(?:\d{1,3}\.){3}\d{1,3}):\s+(?=\S)")),
     # a kernel-log reader's facility and level columns (talosctl dmesg: "kern:     err: ")
     (
         "kmsg",
-        re.compile(
+        lazy_compile(
             r"(?:kern|user|daemon|auth|syslog):\s+"
             r"(?:emerg|alert|crit|err|warning|warn|notice|info|debug):\s+(?=\S)"
         ),
@@ -72,7 +74,7 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
     # is not a host)
     (
         "pdsh",
-        re.compile(
+        lazy_compile(
             r"(?P<v>[a-z][a-z0-9-]*\d[\w.-]*)(?<!Error)(?<!Exception)(?<!Warning):\s+(?=\S)"
         ),
     ),
@@ -115,13 +117,13 @@ def _first_char_wrappers(c: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
 
 _WRAPPERS_BY_FIRST = {chr(i): _first_char_wrappers(chr(i)) for i in range(128)}
 _ALL_WRAPPERS = tuple(_WRAPPERS)
-_RANK = re.compile(r"\[rank(?P<r>\d+)\]:\s?")
-_GLOG = re.compile(
+_RANK = lazy_compile(r"\[rank(?P<r>\d+)\]:\s?")
+_GLOG = lazy_compile(
     r"\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
 )
-_OLD_GLOG = re.compile(r"\[(?P<l>[IWEF]) (?P<src>[\w.]+):\d+\]\s?")
+_OLD_GLOG = lazy_compile(r"\[(?P<l>[IWEF]) (?P<src>[\w.]+):\d+\]\s?")
 _PYLOG_FIRST = frozenset("IWECD")  # the level word's first letter, inside "[…]" or not
-_PYLOG_LEVEL = re.compile(
+_PYLOG_LEVEL = lazy_compile(
     r"(?:\[(?P<a>INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\]|(?P<b>INFO|WARNING|ERROR|CRITICAL):)\s*"
 )
 
@@ -227,7 +229,7 @@ def peel(line: str) -> Envelope:
     return env
 
 
-_ANY_TIME = re.compile(
+_ANY_TIME = lazy_compile(
     r"(?P<glog>[IWEF](?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?))"
     r"|(?P<iso>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d:\d\d(?:[.,]\d+)?)"
 )

@@ -29,28 +29,30 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ._lazy import lazy_compile
+
 POOR = 0.5
 DEGRADED = 0.7
 
 # GPU model (as nvidia-smi / nccl-tests print it) → (NVLink GB/s per direction, platform NIC Gb/s per GPU)
 GPU_LINKS: tuple[tuple[re.Pattern[str], float, float, str], ...] = (
-    (re.compile(r"\b(?:GB|B)200\b|\bB100\b", re.I), 900.0, 400.0, "NVLink 5"),
-    (re.compile(r"\bH(?:100|200|800)\b(?!.*PCIe)", re.I), 450.0, 400.0, "NVLink 4"),
-    (re.compile(r"\bA(?:100|800)\b(?!.*PCIe)", re.I), 300.0, 200.0, "NVLink 3"),
-    (re.compile(r"\bV100\b(?!.*PCIe)", re.I), 150.0, 100.0, "NVLink 2"),
-    (re.compile(r"\bH100\b.*PCIe", re.I), 64.0, 400.0, "PCIe Gen5"),
-    (re.compile(r"\bA100\b.*PCIe", re.I), 32.0, 200.0, "PCIe Gen4"),
+    (lazy_compile(r"\b(?:GB|B)200\b|\bB100\b", re.I), 900.0, 400.0, "NVLink 5"),
+    (lazy_compile(r"\bH(?:100|200|800)\b(?!.*PCIe)", re.I), 450.0, 400.0, "NVLink 4"),
+    (lazy_compile(r"\bA(?:100|800)\b(?!.*PCIe)", re.I), 300.0, 200.0, "NVLink 3"),
+    (lazy_compile(r"\bV100\b(?!.*PCIe)", re.I), 150.0, 100.0, "NVLink 2"),
+    (lazy_compile(r"\bH100\b.*PCIe", re.I), 64.0, 400.0, "PCIe Gen5"),
+    (lazy_compile(r"\bA100\b.*PCIe", re.I), 32.0, 200.0, "PCIe Gen4"),
 )
 IB_RATES_GBPS = {"EDR": 100.0, "HDR": 200.0, "NDR": 400.0, "XDR": 800.0}
 EFA_PER_GPU_GBPS = {"A100": 50.0, "H100": 400.0, "H200": 400.0}
 
 # NCCL INFO lines that say which transport a run used
-_P2P = re.compile(r"via P2P/|via NVLS|NVLS multicast support is available|NVLink")
-_NET_IB = re.compile(r"NET/IB\s*:\s*Using\s+(?P<nics>(?:\[\d+\]\S+\s*)+)")
-_NET_OFI = re.compile(r"NET/OFI|Selected [Pp]rovider is efa|provider efa", re.I)
-_NET_SOCKET = re.compile(r"NET/Socket\s*:\s*Using|Using network Socket")
-_VIA_NET = re.compile(r"via NET/(?P<t>IB|Socket|AWS Libfabric|OFI|\w+)")
-_IB_RATE = re.compile(
+_P2P = lazy_compile(r"via P2P/|via NVLS|NVLS multicast support is available|NVLink")
+_NET_IB = lazy_compile(r"NET/IB\s*:\s*Using\s+(?P<nics>(?:\[\d+\]\S+\s*)+)")
+_NET_OFI = lazy_compile(r"NET/OFI|Selected [Pp]rovider is efa|provider efa", re.I)
+_NET_SOCKET = lazy_compile(r"NET/Socket\s*:\s*Using|Using network Socket")
+_VIA_NET = lazy_compile(r"via NET/(?P<t>IB|Socket|AWS Libfabric|OFI|\w+)")
+_IB_RATE = lazy_compile(
     r"^\s*Rate:\s*(?P<r>\d+)\s*$|active_speed:\s*\d+(?:\.\d+)?\s*Gbps\s*\((?P<s>\w+)\)|\b(?P<gen>EDR|HDR|NDR|XDR)\b"
 )
 

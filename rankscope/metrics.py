@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ._lazy import LazyModule
+from ._lazy import LazyModule, lazy_compile
 
 pa = LazyModule("pyarrow")
 pc = LazyModule("pyarrow.compute")
@@ -451,7 +451,7 @@ _OTHER_UNITS: dict[str, set[str]] = {
     "pct": {"gpu_util"},
     "percent": {"gpu_util"},
 }
-_UNIT_SUFFIX = re.compile(
+_UNIT_SUFFIX = lazy_compile(
     r"^(?P<base>.+?)_(?P<unit>"
     + "|".join(
         sorted({*_TIME_UNITS, *_MEM_UNITS, *_OTHER_UNITS, "mhz", "w"}, key=len, reverse=True)
@@ -459,7 +459,7 @@ _UNIT_SUFFIX = re.compile(
     + r")$"
 )
 
-_NON_ALNUM = re.compile(r"[^a-z0-9]+")
+_NON_ALNUM = lazy_compile(r"[^a-z0-9]+")
 MAX_ROWS = 2_000_000
 
 
@@ -515,7 +515,7 @@ def place(name: str) -> Alias | None:
 
 
 # "step_time_rank3" / "rank3_loss" (wide files: a column per rank) name the same measure
-_RANK_PART = re.compile(r"(?:^|_)rank_?\d+(?:_|$)")
+_RANK_PART = lazy_compile(r"(?:^|_)rank_?\d+(?:_|$)")
 
 
 def looks_like_metrics_header(header: str) -> bool:
@@ -545,7 +545,7 @@ def looks_like_metrics_header(header: str) -> bool:
 
 
 # W&B system metrics: "system/gpu.3.temp", "gpu.3.smClock" (a column per GPU)
-_GPU_WIDE = re.compile(r"^(?:system_)?gpu_(\d+)_([a-z_]+)$")
+_GPU_WIDE = lazy_compile(r"^(?:system_)?gpu_(\d+)_([a-z_]+)$")
 _WANDB_GPU = {
     "temp": "gpu_temp",
     "smclock": "sm_clock",

@@ -31,6 +31,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ._lazy import lazy_compile
+
 
 @dataclass(frozen=True)
 class Signature:
@@ -55,7 +57,7 @@ class Signature:
     rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rx", re.compile(self.regex))
+        object.__setattr__(self, "rx", lazy_compile(self.regex))
 
 
 S = Signature
@@ -1498,7 +1500,7 @@ class ExceptionRule:
     rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rx", re.compile(self.message))
+        object.__setattr__(self, "rx", lazy_compile(self.message))
 
 
 E = ExceptionRule

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
-from . import archives
+from .compressed import is_archive
 
 
 class UnreadableStream(io.RawIOBase):
@@ -32,10 +32,9 @@ class UnreadableStream(io.RawIOBase):
         raise OSError(self.reason)
 
 
-is_archive = archives.is_archive
-
-
 def _expand(path: Path, name: str) -> Iterator[tuple[str, BinaryIO]]:
+    from . import archives  # only for an archive or a compressed log: tarfile, zipfile…
+
     yielded = 0
     try:
         for member in archives.iter_members(path, name):

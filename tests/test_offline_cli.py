@@ -222,7 +222,67 @@ def test_a_small_log_is_diagnosed_without_loading_numpy_or_pyarrow(tmp_path):
     )
     loaded = _loaded_by_triage(crashed)
     assert "numpy._core" not in loaded and "pyarrow" not in loaded
+    # nor the archive readers (a plain log is not expanded) nor a process pool (one file)
+    assert not loaded & {"tarfile", "zipfile", "zstandard", "rankscope.archives"}
+    assert not loaded & {"multiprocessing", "concurrent.futures.process"}
     # a metrics export does need them, and gets them
     csv = tmp_path / "metrics.csv"
     csv.write_text("step,rank,step_time\n" + "".join(f"{s},0,1.0\n" for s in range(1, 30)))
     assert {"numpy._core", "pyarrow"} <= _loaded_by_triage(crashed, csv)
+
+
+def test_a_compressed_log_loads_the_archive_readers_it_needs(tmp_path):
+    log = tmp_path / "rank_3.log.gz"
+    log.write_bytes(gzip.compress(b"[rank3]: RuntimeError: CUDA error: an illegal memory access\n"))
+    assert {"rankscope.archives", "gzip"} <= _loaded_by_triage(log)
+    doc = cli.diagnose([log], jobs=1)
+    assert [a["name"] for a in doc["artifacts"]] == ["rank_3.log"]
+
+
+_PATTERNS_PROBE = """
+import contextlib, gc, io, json, sys
+from rankscope import _lazy
+from rankscope.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["triage", *sys.argv[1:], "--format", "json"])
+kinds = [type(o).__name__ for o in gc.get_objects() if isinstance(o, _lazy._Pattern)]
+print(json.dumps([len(kinds), kinds.count("_CompiledPattern")]))
+"""
+
+
+def test_a_small_log_compiles_few_of_the_regular_expressions(tmp_path):
+    crashed = tmp_path / "rank_3.log"
+    crashed.write_text(
+        "[rank3]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", _PATTERNS_PROBE, str(crashed)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    declared, compiled = json.loads(probe.stdout)
+    assert declared > 200 and compiled < declared // 4
+
+
+def test_a_lazy_pattern_answers_as_the_compiled_one():
+    import pickle
+    import re
+
+    from rankscope._lazy import lazy_compile
+
+    text = "NCCL INFO comm 0x5a rank 3 nRanks 16 nNodes 2"
+    for flags in (0, re.IGNORECASE):
+        lazy = lazy_compile(r"rank (?P<r>\d+) n[Rr]anks (?P<n>\d+)", flags)
+        plain = re.compile(r"rank (?P<r>\d+) n[Rr]anks (?P<n>\d+)", flags)
+        assert lazy.pattern == plain.pattern and repr(lazy) == repr(plain)
+        assert lazy.search(text).groupdict() == plain.search(text).groupdict()
+        assert (lazy.flags, lazy.groups, lazy.groupindex) == (
+            plain.flags,
+            plain.groups,
+            plain.groupindex,
+        )
+        assert [m.span() for m in lazy.finditer(text)] == [m.span() for m in plain.finditer(text)]
+        assert lazy.sub("#", text) == plain.sub("#", text)
+        assert pickle.loads(pickle.dumps(lazy)) == plain
+    assert lazy_compile(rb"\d+").findall(b"12 x 3") == [b"12", b"3"]

@@ -16,9 +16,9 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
+from .._lazy import lazy_compile
 from ..model import Event
 from . import Context, register_analyzer
 
@@ -63,7 +63,7 @@ ACTION_TEXT = {
     "replace": "drain the node and open a hardware ticket to replace the part",
 }
 HOT_C = 85
-_PCI = re.compile(
+_PCI = lazy_compile(
     r"(?:PCI:)?(?P<dom>[0-9A-Fa-f]{4,8}):(?P<bus>[0-9A-Fa-f]{2}):(?P<dev>[0-9A-Fa-f]{2})"
 )
 

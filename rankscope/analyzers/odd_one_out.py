@@ -28,15 +28,15 @@ causes become DATA (an uneven split of the data, not a rank-dependent code path)
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from typing import Any
 
+from .._lazy import lazy_compile
 from ..model import Event
 from . import Context, register_analyzer
 
-_NUMEL = re.compile(r"NumelIn=(?P<i>\d+), NumelOut=(?P<o>\d+)")
-_FP_KEEP = re.compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]+)")
+_NUMEL = lazy_compile(r"NumelIn=(?P<i>\d+), NumelOut=(?P<o>\d+)")
+_FP_KEEP = lazy_compile(r"(SequenceNumber|OpType|TensorShape|TensorDtypes)=(\[[^\]]*\]|[^,)]+)")
 VERSION_ATTRS = ("nccl_version", "cuda_driver", "torch_version", "deepspeed_version")
 
 
@@ -45,9 +45,9 @@ def _fingerprint(fp: str) -> str:
     return ", ".join(f"{k}={v}" for k, v in parts) if parts else fp.strip()[:200]
 
 
-_OP = re.compile(r"OpType=(?P<op>\w+)")
-_SHAPE = re.compile(r"TensorShape=\[(?P<dims>[\d, ]*)\]")
-_DTYPES = re.compile(r"TensorDtypes=(?P<dt>[^,)]+)")
+_OP = lazy_compile(r"OpType=(?P<op>\w+)")
+_SHAPE = lazy_compile(r"TensorShape=\[(?P<dims>[\d, ]*)\]")
+_DTYPES = lazy_compile(r"TensorDtypes=(?P<dt>[^,)]+)")
 
 
 def _batch_dims(fp: str) -> tuple[tuple[str | None, str | None, tuple[int, ...]], int] | None:

@@ -7,10 +7,9 @@ located on a GPU the job's nvidia-smi readings show hot or throttled (see
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from .._lazy import lazy_module
+from .._lazy import lazy_compile, lazy_module
 from ..model import Event
 from . import Context, register_analyzer
 from ._rc import row_event
@@ -25,7 +24,7 @@ PCIE_FLOOR_SIZE = 8 << 20
 RUNNING_FELL = 0.01  # a printed running mean must fall by more than its rounding to count
 LONG_SERIES = 12  # prints from which one slow interval at the end is not enough
 MIN_COMPARED = 3  # steps two runs must share (after the first) to be compared
-_VERSION = re.compile(r"(?<![\d.])v?(\d+(?:\.\d+)+)")
+_VERSION = lazy_compile(r"(?<![\d.])v?(\d+(?:\.\d+)+)")
 
 
 class SingleLogSlowAnalyzer:

@@ -12,11 +12,11 @@ symptom, else UNKNOWN) or every rank inside the collective (NETWORK).
 from __future__ import annotations
 
 import bisect
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._lazy import lazy_compile
 from ..envelope import peel
 from ..model import Event, evidence
 from ..signatures import BY_ID, exception_rule
@@ -45,7 +45,7 @@ FATAL = {
 _ECHO_TYPES = {"DistBackendError", "ChildFailedError", "DistStoreError", "SignalException"}
 # messages that echo a failure elsewhere: a collective's or the framework's reaction to a
 # rank that died first (Horovod shuts every rank down after one rank's exception)
-_ECHO_WORDS = re.compile(r"NCCL|Watchdog|Horovod has been shut down")
+_ECHO_WORDS = lazy_compile(r"NCCL|Watchdog|Horovod has been shut down")
 # an exception this close to the end of its file is what the process died of
 _TAIL_LINES = 300
 
@@ -106,11 +106,11 @@ _SCHEDULER_KILLS = {"slurm_time_limit", "slurm_preempted", "node_fail"}
 _SCHEDULER_ENDS = {"slurm_time_limit", "slurm_cancelled"}
 # a raised exception as Python, PyTorch (``CUDA error: …`` is a RuntimeError's text), an
 # OSError's own text (``[Errno 5] …``) and error files (``"message": "XError: …"``) print it
-_RAISED = re.compile(
+_RAISED = lazy_compile(
     r"(?:^|[\s:\]>|\"'(])(?:[A-Za-z_][\w.]*(?:Error|Exception)|Exception|[a-z_]\w*\.error)"
     r"(?:: |$)|CUDA error: |\[Errno \d+\] "
 )
-_EXIT_WORDS = re.compile(
+_EXIT_WORDS = lazy_compile(
     r"\bExiting\b|\bexit(?:ed)? (?:with )?(?:code|status)[ :=]*(?!0\b)-?\d|exitcode\s*:?\s*(?!0\b)-?\d"
     r"|core dumped|\bAborted\b"
     r"|terminate called|terminated with exception|being killed|Killed process|OOM Killed"
@@ -121,21 +121,23 @@ _EXIT_WORDS = re.compile(
 # printed by the process's main thread (NCCL's ``host:pid:tid``, tid = pid) the call was the
 # program's own (PyTorch enqueues collectives there) and the error is raised in it at once.
 # Frameworks that call NCCL from a background thread (Horovod, TensorFlow) may just stop.
-_NCCL_MAIN_THREAD_CUDA_FAILURE = re.compile(r":(\d+):(\d+) \[\d+\] \S+:\d+ NCCL WARN Cuda failure ")
+_NCCL_MAIN_THREAD_CUDA_FAILURE = lazy_compile(
+    r":(\d+):(\d+) \[\d+\] \S+:\d+ NCCL WARN Cuda failure "
+)
 # a logging level word before the exception: the program logged it and went on
-_LOGGED = re.compile(r"(?:^|[\s\[:|-])(?:WARNING|WARN|INFO|DEBUG)(?:[\]\s:|-]|$)")
+_LOGGED = lazy_compile(r"(?:^|[\s\[:|-])(?:WARNING|WARN|INFO|DEBUG)(?:[\]\s:|-]|$)")
 # Xid 45: the driver tore down the GPU channels of a process that was ending; Xid 79: the
 # GPU left the bus while the driver ran — every later CUDA call of the processes on it fails
 # (the device is gone until a reset), so they end (not printed at probe, where no job ran)
 _EXIT_XIDS = {45, 79}
-_WAIT_TIMEOUT = re.compile(
+_WAIT_TIMEOUT = lazy_compile(
     r"Socket Timeout|[Tt]imed out waiting|[Ww]ait timeout|exit barrier"
     r"|collective operation timeout|Read timeout \["  # gloo's collective timeout
 )
 
 
 # a one-element collective: a barrier or a metric sync
-_ONE_ELEMENT = re.compile(r"NumelIn=1, NumelOut=1\b")
+_ONE_ELEMENT = lazy_compile(r"NumelIn=1, NumelOut=1\b")
 
 # an abort prints its reason after it ("terminate called …", "what(): …", NCCL's "Last error:"
 # block): an exit line this close before the root is the same message
@@ -194,7 +196,7 @@ def exit_evidence(ctx: Context, root: Event) -> Event | None:
 
 # NCCL <= 2.12 tags the error-return trace of its proxy thread "[Proxy Thread]"; those
 # releases report a proxy error to nobody: the collective just never completes
-_NCCL_RETURN_THREAD = re.compile(r":(\d+):(\d+) \[\d+\] (?:NCCL )?INFO \S+:\d+ -> [1-9]")
+_NCCL_RETURN_THREAD = lazy_compile(r":(\d+):(\d+) \[\d+\] (?:NCCL )?INFO \S+:\d+ -> [1-9]")
 
 
 def _quiet_proxy_files(ctx: Context) -> set[str]:

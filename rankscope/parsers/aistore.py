@@ -26,32 +26,33 @@ import re
 from datetime import datetime, timedelta
 from typing import Any, BinaryIO
 
+from .._lazy import lazy_compile
 from ..detect import Head, Recognizer, basename
 from ..model import MAX_EVENTS_PER_KIND_PER_RANK, Event, ParseResult
 from . import ParseError, Progress, register_parser
 from ._lines import clip, iter_lines
 
-_NAME = re.compile(
+_NAME = lazy_compile(
     r"^ais(?P<role>target|proxy)\.(?P<id>[^.]+(?:\.[^.]+)*?)\.(?:[\w-]+\.log\.)?(?:INFO|WARNING|ERROR)\."
     r"(?P<stamp>(?:\d{8}|\d{4})-\d{6})"
 )
-_LINE = re.compile(
+_LINE = lazy_compile(
     r"^(?P<l>[IWE]) (?:(?P<d>\d{4}[-\u2011/]\d\d[-\u2011/]\d\d) )?(?P<t>\d\d:\d\d:\d\d)(?:\.(?P<f>\d+))? (?P<m>.*)$"
 )
-_HEADER = re.compile(
+_HEADER = lazy_compile(
     r"^(?P<what>Started up|Rotated) at (?P<d>\d{4}/\d\d/\d\d) (?P<t>\d\d:\d\d:\d\d), host (?P<h>[\w.-]+)"
 )
-_TZ = re.compile(
+_TZ = lazy_compile(
     r"(?P<d>\d{1,2} [A-Z][a-z]{2} \d\d) (?P<t>\d\d:\d\d) (?P<tz>[A-Z]{2,5}|[+-]\d{4}) ====="
 )
-_KV = re.compile(r"([A-Za-z][\w.-]*):(-?\d+)")
-_PRESSURE = re.compile(
+_KV = lazy_compile(r"([A-Za-z][\w.-]*):(-?\d+)")
+_PRESSURE = lazy_compile(
     r"resource pressure|load=critical|dsk=critical|disk[^,;]*critical|mem=low|memory pressure|low memory|"
     r"oom|free memory|force[d ]?[- ]?gc|FreeOSMemory|out of space|high[- ]wm|housekeeping skipped",
     re.I,
 )
 MAX_STATS = 4000
-_KEEP_COUNTERS = re.compile(
+_KEEP_COUNTERS = lazy_compile(
     r"^(?:err\.|get\.n$|put\.n$|.*batch.*|.*broken.*|kalive|.*\.err\b|.*\.n\.err|lst\.n$)"
 )
 
@@ -98,7 +99,7 @@ def classify_ais(level: str, msg: str) -> str | None:
 
 
 # the first line of every AIS daemon log, whatever the file is called
-_AIS_HEADER = re.compile(
+_AIS_HEADER = lazy_compile(
     r"\s*(?:Started up|Rotated) at \d{4}/\d\d/\d\d \d\d:\d\d:\d\d, host [\w.-]+, go\d"
 )
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .._lazy import lazy_compile
 from ..envelope import peel
 from ..model import ParseResult
 
@@ -34,33 +35,37 @@ LITERALS: tuple[bytes, ...] = (
     b"DeepSpeed info: version=",
     b" nvmlDev ",
 )
-_NCCL_HOST = re.compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):\d+\s+\[\d+\]\s+NCCL\s")
+_NCCL_HOST = lazy_compile(r"(?P<host>[\w.-]+):(?P<pid>\d+):\d+\s+\[\d+\]\s+NCCL\s")
 # (a literal every match contains, the rule): the literal is looked for first — a regex
 # without a literal prefix is tried at every position of the line
 _RULES: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
-    ("NCCL INFO NCCL version", re.compile(r"NCCL INFO NCCL version\s+(?P<v>\S+)"), "nccl_version"),
-    ("NCCL version:", re.compile(r"\bNCCL version:\s*(?P<v>[\w.+-]+)"), "nccl_version"),
-    ("cudaDriverVersion", re.compile(r"cudaDriverVersion\s+(?P<v>\d+)"), "cuda_driver"),
+    (
+        "NCCL INFO NCCL version",
+        lazy_compile(r"NCCL INFO NCCL version\s+(?P<v>\S+)"),
+        "nccl_version",
+    ),
+    ("NCCL version:", lazy_compile(r"\bNCCL version:\s*(?P<v>[\w.+-]+)"), "nccl_version"),
+    ("cudaDriverVersion", lazy_compile(r"cudaDriverVersion\s+(?P<v>\d+)"), "cuda_driver"),
     (
         " set by environment to ",
-        re.compile(r"\b(?P<k>NCCL_\w+) set by environment to (?P<v>.+?)\.?\s*$"),
+        lazy_compile(r"\b(?P<k>NCCL_\w+) set by environment to (?P<v>.+?)\.?\s*$"),
         None,
     ),
     (
         "h version",  # "torch version", "PyTorch version"
-        re.compile(r"(?:torch|PyTorch) version:?\s*(?P<v>\d[\w.+-]*)"),
+        lazy_compile(r"(?:torch|PyTorch) version:?\s*(?P<v>\d[\w.+-]*)"),
         "torch_version",
     ),
     (
         "DeepSpeed info: version=",
-        re.compile(r"DeepSpeed info: version=(?P<v>[\w.+-]+)"),
+        lazy_compile(r"DeepSpeed info: version=(?P<v>[\w.+-]+)"),
         "deepspeed_version",
     ),
 )
 # NCCL's "comm 0x… rank 7 nranks 16 cudaDev 3 nvmlDev 3 busId 4b000 …": the GPU (NVML index,
 # as nvidia-smi and DCGM number it) a process drives
-_NVML = re.compile(r"\bcudaDev\s+\d+\s+nvmlDev\s+(?P<v>\d+)")
-_ENV_PAIRS = re.compile(r"\b(?P<k>(?:TORCH_)?NCCL_[A-Z0-9_]+):\s*(?P<v>[^,\s]+)")
+_NVML = lazy_compile(r"\bcudaDev\s+\d+\s+nvmlDev\s+(?P<v>\d+)")
+_ENV_PAIRS = lazy_compile(r"\b(?P<k>(?:TORCH_)?NCCL_[A-Z0-9_]+):\s*(?P<v>[^,\s]+)")
 
 
 class BannerReader:

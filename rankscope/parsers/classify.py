@@ -16,96 +16,100 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .._lazy import lazy_compile
+
 # torch <= 1.9 prints no SeqNum: "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000)"
-WORK = re.compile(
+WORK = lazy_compile(
     r"WorkNCCL\((?:SeqNum=(?P<seq>\d+), )?OpType=(?P<op>\w+)"
     r"(?:, NumelIn=(?P<nin>\d+), NumelOut=(?P<nout>\d+))?, Timeout\(ms\)=(?P<to>\d+)\)"
 )
-PG = re.compile(
+PG = lazy_compile(
     r"\[PG (?:ID )?(?P<pg>\d+)(?: PG GUID (?P<guid>[^\s(\]]+))? ?(?:\((?P<desc>[^)]*)\))? "
     r"Rank (?P<grank>\d+)\]"
 )
-WORK_RANK = re.compile(r"\[Rank (?P<r>\d+)\]")
-NCCL_HOST = re.compile(r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]")
+WORK_RANK = lazy_compile(r"\[Rank (?P<r>\d+)\]")
+NCCL_HOST = lazy_compile(
+    r"^(?P<host>[A-Za-z0-9][\w.-]*):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\]"
+)
 
 _RX: dict[str, re.Pattern[str]] = {
-    "timeout": re.compile(
+    "timeout": lazy_compile(
         r"Watchdog caught collective operation timeout: .*?ran for (?P<ran>\d+) milli"
     ),
-    "failure": re.compile(
+    "failure": lazy_compile(
         r"failure detected by watchdog at work sequence id: (?P<seq>\d+)\s+PG status: "
         r"last enqueued work: (?P<e>-?\d+), last completed work: (?P<c>-?\d+)"
         r"(?:, last started work: (?P<s>-?\d+))?"
     ),
-    "exc_detected": re.compile(
+    "exc_detected": lazy_compile(
         r"Exception \(either an error or timeout\) detected by watchdog at work: (?P<seq>\d+), "
         r"last enqueued NCCL work: (?P<e>-?\d+), last completed NCCL work: (?P<c>-?\d+)"
     ),
-    "timeout_at": re.compile(
+    "timeout_at": lazy_compile(
         r"Timeout at NCCL work: (?P<seq>\d+), last enqueued NCCL work: (?P<e>-?\d+), "
         r"last completed NCCL work: (?P<c>-?\d+)"
     ),
-    "received": re.compile(
+    "received": lazy_compile(
         r"Received a dump signal due to a collective timeout from\s+(?:(?P<self>this local rank)|rank (?P<from>-?\d+))"
         r".*?Last enqueued NCCL work: (?P<e>-?\d+), last completed NCCL work: (?P<c>-?\d+)"
     ),
-    "progress": re.compile(
+    "progress": lazy_compile(
         r"last enqueued NCCL work: (?P<e>-?\d+), last completed NCCL work: (?P<c>-?\d+)"
     ),
-    "terminate": re.compile(r"after attempting to dump debug info, due to (?P<why>[^.]+)"),
-    "stuck": re.compile(r"watchdog got stuck for (?P<s>\d+) seconds"),
-    "remote": re.compile(r"remote error detected from rank: ?(?P<r>\d+)"),
-    "aborted": re.compile(
+    "terminate": lazy_compile(r"after attempting to dump debug info, due to (?P<why>[^.]+)"),
+    "stuck": lazy_compile(r"watchdog got stuck for (?P<s>\d+) seconds"),
+    "remote": lazy_compile(r"remote error detected from rank: ?(?P<r>\d+)"),
+    "aborted": lazy_compile(
         r"NCCL communicator was aborted on rank (?P<r>\d+)\.\s+Original reason for failure was: (?P<why>.*)"
     ),
-    "mismatch_pgw": re.compile(
+    "mismatch_pgw": lazy_compile(
         r"Detected mismatch between collectives on ranks\. Rank (?P<a>\d+) is running collective: "
         r"(?P<fa>CollectiveFingerPrint\(.*?\)\)?), but Rank (?P<b>\d+) is running collective: (?P<fb>.*)"
     ),
     # torch 1.10-1.12: each rank prints its own fingerprint (terminal wrapping may cut it)
-    "mismatch_self": re.compile(
+    "mismatch_self": lazy_compile(
         r"Detected mismatch between collectives on ranks\. Rank (?P<r>\d+) is running "
         r"inconsistent collective: (?P<fp>CollectiveFingerPrint\(.*)"
     ),
-    "mismatch_nccl": re.compile(r"Mismatched collective detected.*?around rank (?P<r>\d+)"),
-    "oom_tried": re.compile(r"Tried to allocate (?P<n>[\d.]+ ?[KMGT]i?B)"),
-    "oom_gpu": re.compile(r"GPU (?P<g>\d+) has a total capacity of (?P<cap>[\d.]+ ?[KMGT]i?B)"),
-    "off_bus_pci": re.compile(r"GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)"),
-    "xid": re.compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<code>\d+),?\s*(?P<rest>.*)"),
-    "host_oom": re.compile(
+    "mismatch_nccl": lazy_compile(r"Mismatched collective detected.*?around rank (?P<r>\d+)"),
+    "oom_tried": lazy_compile(r"Tried to allocate (?P<n>[\d.]+ ?[KMGT]i?B)"),
+    "oom_gpu": lazy_compile(r"GPU (?P<g>\d+) has a total capacity of (?P<cap>[\d.]+ ?[KMGT]i?B)"),
+    "off_bus_pci": lazy_compile(r"GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)"),
+    "xid": lazy_compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<code>\d+),?\s*(?P<rest>.*)"),
+    "host_oom": lazy_compile(
         r"[Oo]ut of memory: Kill(?:ed)? process (?P<pid>\d+) \((?P<proc>[^)]*)\)"
     ),
-    "slurm_cancel": re.compile(
+    "slurm_cancel": lazy_compile(
         r"\*\*\* (?P<what>JOB|STEP) (?P<id>[\w.+]+) ON (?P<host>\S+) CANCELLED AT (?P<at>\S+)"
         r"(?: DUE TO (?P<why>[A-Z ]+?))? \*\*\*"
     ),
-    "tr_failed": re.compile(
+    "tr_failed": lazy_compile(
         r"failed \(exitcode: (?P<code>-?\d+)\) local_rank: (?P<lr>\d+) \(pid: (?P<pid>\d+)\)"
         r"(?: of binary: (?P<bin>.*))?"
     ),
-    "tr_field": re.compile(
+    "tr_field": lazy_compile(
         r"^\s*(?P<k>time|host|rank|exitcode|error_file|traceback)\s*: (?P<v>.*)$"
     ),
-    "closing": re.compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>\S+)"),
-    "death": re.compile(r"Received (?P<sig>\S+) death signal"),
-    "retry_frac": re.compile(r"[Rr]etr(?:y|ying)(?: attempt)? (?P<k>\d+)(?:/| of )(?P<n>\d+)"),
-    "retry_total": re.compile(r"Retrying \(Retry\(total=(?P<left>-?\d+)"),
-    "exception": re.compile(
+    "closing": lazy_compile(r"Sending process (?P<pid>\d+) closing signal (?P<sig>\S+)"),
+    "death": lazy_compile(r"Received (?P<sig>\S+) death signal"),
+    "retry_frac": lazy_compile(r"[Rr]etr(?:y|ying)(?: attempt)? (?P<k>\d+)(?:/| of )(?P<n>\d+)"),
+    "retry_total": lazy_compile(r"Retrying \(Retry\(total=(?P<left>-?\d+)"),
+    "exception": lazy_compile(
         r"(?:^|[\s:\]])(?P<type>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<msg>.*)"
     ),
-    "nan_loss": re.compile(
+    "nan_loss": lazy_compile(
         r"(?P<name>[A-Za-z_ ]*[Ll]oss[A-Za-z_ ]{0,20})[=:] *(?P<v>-?(?:nan|NaN|NAN|inf|Inf|INF))\b"
     ),
-    "nan_count": re.compile(r"number of nan iterations: *(?P<n>[1-9]\d*)"),
-    "iteration": re.compile(r"\biteration\s+(?P<i>\d+)\s*/\s*(?P<of>\d+)"),
-    "cuda_error": re.compile(
+    "nan_count": lazy_compile(r"number of nan iterations: *(?P<n>[1-9]\d*)"),
+    "iteration": lazy_compile(r"\biteration\s+(?P<i>\d+)\s*/\s*(?P<of>\d+)"),
+    "cuda_error": lazy_compile(
         r"CUDA error: (?P<what>[^\n]*?)(?:\s*$|\n|Compile with|CUDA kernel errors)"
     ),
 }
 
 # Xid codes that point at the hardware rather than the application
 # (NVIDIA's Xid catalogue: bus drop, ECC/DBE, row remapping, NVLink, GSP/firmware).
-_NCCL_CODE = re.compile(r"nccl\w+Error|ncclInvalid\w+")
+_NCCL_CODE = lazy_compile(r"nccl\w+Error|ncclInvalid\w+")
 # NCCL WARN wordings of a peer that went away (often a rank that died, not the fabric)
 _PEER_CLOSED = (
     "closed by remote peer",
@@ -158,7 +162,7 @@ _TIMEOUT_MARK = "Watchdog caught collective operation timeout"
 # an envelope inside a peeled message, right behind other text (no space or column
 # separator between): the message was glued behind other output (a progress bar
 # without a newline, another rank's partial line)
-_ENV_INSIDE = re.compile(
+_ENV_INSIDE = lazy_compile(
     r"(?:\[[\w-]+\]:)*(?:\[[IWEF]\d{3,4} \d\d:\d\d:\d\d[.\d]*\s*\d* [\w.]+:\d+\]"
     r"|\[[IWEF] [\w.]+:\d+\]|\[(?:rank|default)\d+\]:)"
 )
@@ -642,11 +646,11 @@ def _classify_other(msg: str) -> Result:
     return None
 
 
-_STEP_IN = re.compile(
+_STEP_IN = lazy_compile(
     r"(?:at |from |iteration|global_step|global step|step[=_ ]|checkpoint-)\s*(?P<s>\d+)"
 )
-_LR_TO = re.compile(r"learning rate(?: of group \d+)? to (?P<v>\d[\d.]*(?:[eE][+-]?\d+)?)")
-_BS_TO = re.compile(r"atch size changed to (?P<v>\d+)")
+_LR_TO = lazy_compile(r"learning rate(?: of group \d+)? to (?P<v>\d[\d.]*(?:[eE][+-]?\d+)?)")
+_BS_TO = lazy_compile(r"atch size changed to (?P<v>\d+)")
 
 
 def _step_of(msg: str) -> dict[str, Any]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .._lazy import lazy_compile
 from ..envelope import _GLOG, _OLD_GLOG, _iso_from_glog, find_time, peel
 from ..model import ParseResult, RankInfo
 from ..scan import LiteralSet
@@ -23,18 +24,18 @@ _FRAMEWORK_HINTS = [
     ("pytorch", ("torch.distributed", "torchrun", "ProcessGroupNCCL")),
 ]
 _WORLD = [
-    ("WORLD_SIZE", re.compile(r"WORLD_SIZE[=: ]+(\d+)")),
-    ("world size", re.compile(r"orld[ _][Ss]ize[\"']?[=:]? *(\d+)")),
+    ("WORLD_SIZE", lazy_compile(r"WORLD_SIZE[=: ]+(\d+)")),
+    ("world size", lazy_compile(r"orld[ _][Ss]ize[\"']?[=:]? *(\d+)")),
     # No leading \b: it makes the engine try every position (25x slower); a match glued
     # to a longer word is dropped in _word_start_matches instead.
-    ("NCCL nranks", re.compile(r"n[Rr]anks (\d+)")),
-    ("Lightning MEMBER", re.compile(r"MEMBER: \d+/(\d+)")),
+    ("NCCL nranks", lazy_compile(r"n[Rr]anks (\d+)")),
+    ("Lightning MEMBER", lazy_compile(r"MEMBER: \d+/(\d+)")),
 ]
-_NNODES = re.compile(r"n(?:nodes[=: ]+|Nodes )(\d+)")
-_NCCL_INIT = re.compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (?P<r>\d+) n[Rr]anks (?P<n>\d+)")
-_NCCL_INIT_HOST = re.compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] $")
-_NCCL_HOST = re.compile(r"(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
-_RESUME = re.compile(
+_NNODES = lazy_compile(r"n(?:nodes[=: ]+|Nodes )(\d+)")
+_NCCL_INIT = lazy_compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (?P<r>\d+) n[Rr]anks (?P<n>\d+)")
+_NCCL_INIT_HOST = lazy_compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] $")
+_NCCL_HOST = lazy_compile(r"(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
+_RESUME = lazy_compile(
     r"esum(?:ing|ed) (?:training )?from (?:the )?checkpoint|oading checkpoint from|"
     r"successfully loaded checkpoint|Restoring states from the checkpoint|Restored all states from the checkpoint|"
     r"loaded checkpoint from .* at iteration [1-9]"
@@ -42,12 +43,12 @@ _RESUME = re.compile(
 # "\bword" written as "word(?<!\wword)": the same matches, but the pattern starts with
 # literals, so the engine jumps to the places where one starts instead of trying every
 # position (the head and tail of every file go through it line by line)
-_STEP = re.compile(
+_STEP = lazy_compile(
     r"iteration(?<!\witeration)\s+(?P<a>\d+)\s*/\s*\d+"
     r"|(?:global_step(?<!\wglobal_step)|global step(?<!\wglobal step)|step(?<!\wstep))"
     r"[=: ]+(?P<b>\d+)\b"
 )
-_YEAR = re.compile(r"(20\d\d)-\d\d-\d\d[ T_]\d\d:\d\d")
+_YEAR = lazy_compile(r"(20\d\d)-\d\d-\d\d[ T_]\d\d:\d\d")
 
 
 def _word_start_matches(text: str, rx: re.Pattern[str]) -> list[int]:
@@ -112,10 +113,10 @@ def read_region(text: str, result: ParseResult, file_rank: int | None, *, where:
     _per_line(text, result, file_rank, where)
 
 
-_RANK_LINE = re.compile(
+_RANK_LINE = lazy_compile(
     r"\[rank(?P<r>\d+)\]:\s?(?:\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?))?"
 )
-_RANK_NCCL_HOST = re.compile(
+_RANK_NCCL_HOST = lazy_compile(
     r"\[rank(?P<r>\d+)\]:\s?(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "
 )
 
@@ -282,7 +283,7 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
 
 
 # _GLOG without its groups: the same matches, ~25 % cheaper (no group marks to keep)
-_GLOG_PLAIN = re.compile(re.sub(r"\(\?P<\w+>", "(?:", _GLOG.pattern))
+_GLOG_PLAIN = lazy_compile(re.sub(r"\(\?P<\w+>", "(?:", _GLOG.pattern))
 
 
 def _glog_time(raw: str) -> str:

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import io
 import json
-import pickle
 import re
 from typing import Any, BinaryIO
 
+from .._lazy import lazy_compile
 from ..detect import Head, Recognizer, basename, rank_from_name
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
@@ -24,18 +24,19 @@ KEEP_TOTAL = 10_000  # newest entries kept per dump over all its process groups
 MAX_TENSORS = 16  # shapes kept per entry side (numel totals stay exact)
 MAX_QUOTE = 600  # characters of a compact JSON entry quoted as evidence
 
-_SUFFIX_RANK = re.compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?$", re.I)
-_SEQ_KEY = re.compile(rb'"collective_seq_id"\s*:')
-
-
-class SafeUnpickler(pickle.Unpickler):
-    def find_class(self, module: str, name: str) -> Any:
-        raise pickle.UnpicklingError(
-            f"refused to load class {module}.{name}: not a flight-recorder dump"
-        )
+_SUFFIX_RANK = lazy_compile(r"(\d+)(?:\.(?:json|pkl|pickle|bin|dump))?$", re.I)
+_SEQ_KEY = lazy_compile(rb'"collective_seq_id"\s*:')
 
 
 def safe_loads(data: bytes) -> Any:
+    import pickle  # here: only a pickled dump needs it, not every run's start-up
+
+    class SafeUnpickler(pickle.Unpickler):
+        def find_class(self, module: str, name: str) -> Any:
+            raise pickle.UnpicklingError(
+                f"refused to load class {module}.{name}: not a flight-recorder dump"
+            )
+
     return SafeUnpickler(io.BytesIO(data)).load()
 
 
@@ -139,7 +140,9 @@ def describe_entry(pg: str, e: dict[str, Any]) -> str:
     )[:MAX_QUOTE]
 
 
-_FR_NAME = re.compile(r"(?:nccl_trace_rank_|comm_lib_trace_rank_|fr_trace|flight_?recorder)", re.I)
+_FR_NAME = lazy_compile(
+    r"(?:nccl_trace_rank_|comm_lib_trace_rank_|fr_trace|flight_?recorder)", re.I
+)
 
 
 def _is_flight_recorder(h: Head) -> bool:
@@ -172,6 +175,8 @@ def _read_capped(stream: BinaryIO) -> bytes:
 def _load(data: bytes) -> tuple[dict[str, Any], str]:
     """The dump and its format (``pickle`` through the restricted loader, or ``json``)."""
     if data[:1] == b"\x80":
+        import pickle
+
         try:
             dump = safe_loads(data)
         except pickle.UnpicklingError as exc:

@@ -45,6 +45,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from .._lazy import lazy_compile
 from ..envelope import peel
 from ..model import ParseResult
 
@@ -71,30 +72,30 @@ LITERALS: tuple[bytes, ...] = (
 )
 
 _NUM = r"([-+]?(?:\d[\d,]*\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-_NUM_END = re.compile(_NUM + r"\s*$")
+_NUM_END = lazy_compile(_NUM + r"\s*$")
 # every pattern is tried only when its literal is in the line (regexes that start with a
 # number are slow to search: they are matched backwards from the unit instead)
 _STEP: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("iteration", re.compile(r"iteration\s+(\d+)\s*/\s*\d+")),
-    ("global_step", re.compile(r"global_step[=:]\s*(\d+)")),
-    ("step", re.compile(r"\bstep[=:]\s*(\d+)\b")),
-    ("step", re.compile(r"step\s+(\d+)\b(?!\s*/\s*\d+\s*\])")),
-    ("iter ", re.compile(r"iter\s+(\d+)\b")),
-    ("|", re.compile(r"\|\s*(\d+)/\d+\s*\[")),  # tqdm n/total [
-    ("it [", re.compile(r"(\d+)it\s*\[")),  # tqdm without a total
+    ("iteration", lazy_compile(r"iteration\s+(\d+)\s*/\s*\d+")),
+    ("global_step", lazy_compile(r"global_step[=:]\s*(\d+)")),
+    ("step", lazy_compile(r"\bstep[=:]\s*(\d+)\b")),
+    ("step", lazy_compile(r"step\s+(\d+)\b(?!\s*/\s*\d+\s*\])")),
+    ("iter ", lazy_compile(r"iter\s+(\d+)\b")),
+    ("|", lazy_compile(r"\|\s*(\d+)/\d+\s*\[")),  # tqdm n/total [
+    ("it [", lazy_compile(r"(\d+)it\s*\[")),  # tqdm without a total
 )
 # (literal, pattern or None for "the number before the literal", scale to s, is a rate)
 _STEP_TIME: tuple[tuple[str, re.Pattern[str] | None, float, bool], ...] = (
     (
         "elapsed time per iteration",
-        re.compile(r"elapsed time per iteration \(ms\):\s*" + _NUM),
+        lazy_compile(r"elapsed time per iteration \(ms\):\s*" + _NUM),
         1e-3,
         False,
     ),
-    ("train_step_timing", re.compile(r"train_step_timing in s=\s*" + _NUM), 1.0, False),
-    ("step_time", re.compile(r"step_time[=:\s]\s*" + _NUM + r"\s*ms\b"), 1e-3, False),
-    ("step_time", re.compile(r"step_time[=:\s]\s*" + _NUM), 1.0, False),
-    ("time ", re.compile(r"time\s+" + _NUM + r"\s*ms\b"), 1e-3, False),  # nanoGPT
+    ("train_step_timing", lazy_compile(r"train_step_timing in s=\s*" + _NUM), 1.0, False),
+    ("step_time", lazy_compile(r"step_time[=:\s]\s*" + _NUM + r"\s*ms\b"), 1e-3, False),
+    ("step_time", lazy_compile(r"step_time[=:\s]\s*" + _NUM), 1.0, False),
+    ("time ", lazy_compile(r"time\s+" + _NUM + r"\s*ms\b"), 1e-3, False),  # nanoGPT
     ("s/it", None, 1.0, False),
     ("it/s", None, 1.0, True),
 )
@@ -102,28 +103,28 @@ _THROUGHPUT: tuple[tuple[str, str, re.Pattern[str] | None], ...] = (
     (
         "tokens/s",
         "tokens per second",
-        re.compile(r"tokens per second(?: per gpu)?\)?[:=]?\s*" + _NUM),
+        lazy_compile(r"tokens per second(?: per gpu)?\)?[:=]?\s*" + _NUM),
     ),
-    ("tokens/s", "tokens/s", re.compile(r"tokens/s(?:ec)?(?:/gpu)?\)?[:=]\s*" + _NUM)),
+    ("tokens/s", "tokens/s", lazy_compile(r"tokens/s(?:ec)?(?:/gpu)?\)?[:=]\s*" + _NUM)),
     ("tokens/s", "tokens/s", None),
     ("tokens/s", "token/s", None),
     ("tokens/s", "tok/s", None),
-    ("tokens/s", "tps:", re.compile(r"tps:\s*" + _NUM)),
-    ("tokens/s", "wps:", re.compile(r"wps:\s*" + _NUM)),
-    ("samples/s", "currsamplespersec", re.compile(r"currsamplespersec=\s*" + _NUM)),
-    ("samples/s", "samples per second", re.compile(r"samples? per second[:=]?\s*" + _NUM)),
-    ("samples/s", "samples/s", re.compile(r"samples?/s(?:ec)?[:=]\s*" + _NUM)),
+    ("tokens/s", "tps:", lazy_compile(r"tps:\s*" + _NUM)),
+    ("tokens/s", "wps:", lazy_compile(r"wps:\s*" + _NUM)),
+    ("samples/s", "currsamplespersec", lazy_compile(r"currsamplespersec=\s*" + _NUM)),
+    ("samples/s", "samples per second", lazy_compile(r"samples? per second[:=]?\s*" + _NUM)),
+    ("samples/s", "samples/s", lazy_compile(r"samples?/s(?:ec)?[:=]\s*" + _NUM)),
     ("samples/s", "samples/s", None),
     ("samples/s", "sample/s", None),
-    ("TFLOP/s", "tflop/s/gpu", re.compile(r"tflop/s/gpu\):\s*" + _NUM)),
-    ("TFLOP/s", "tflops:", re.compile(r"tflops:\s*" + _NUM)),
-    ("TFLOP/s", "tflops", re.compile(r"tflops[:=]\s*" + _NUM)),
+    ("TFLOP/s", "tflop/s/gpu", lazy_compile(r"tflop/s/gpu\):\s*" + _NUM)),
+    ("TFLOP/s", "tflops:", lazy_compile(r"tflops:\s*" + _NUM)),
+    ("TFLOP/s", "tflops", lazy_compile(r"tflops[:=]\s*" + _NUM)),
 )
 _LOSS = (
-    ("lm loss", re.compile(r"lm loss:\s*" + _NUM)),
-    ("'loss'", re.compile(r"'loss':\s*" + _NUM)),
-    ("loss", re.compile(r"loss[=:]\s*" + _NUM)),
-    ("loss", re.compile(r"loss\s+" + _NUM)),
+    ("lm loss", lazy_compile(r"lm loss:\s*" + _NUM)),
+    ("'loss'", lazy_compile(r"'loss':\s*" + _NUM)),
+    ("loss", lazy_compile(r"loss[=:]\s*" + _NUM)),
+    ("loss", lazy_compile(r"loss\s+" + _NUM)),
 )
 
 
@@ -156,7 +157,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "tf cifar10 examples/sec",
         b"/s",
         "examples/sec",
-        re.compile(_NUM + r"\s*examples/sec"),
+        lazy_compile(_NUM + r"\s*examples/sec"),
         (("throughput", ("1",), 1.0),),
         unit="examples/s",
         better="higher",
@@ -166,7 +167,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "tf cifar10 sec/batch",
         b"sec/batch",
         "sec/batch",
-        re.compile(_NUM + r"\s*sec/batch"),
+        lazy_compile(_NUM + r"\s*sec/batch"),
         (("step_time", ("1",), 1.0),),
         example="step 3300, loss = 2.17 (25.3 examples/sec; 10.102 sec/batch)",
     ),
@@ -174,7 +175,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "tf_cnn_benchmarks images/sec",
         b"/s",
         "images/sec:",
-        re.compile(r"(?:(?P<step>\d+)\s+)?images/sec:\s*(?P<v>" + _NUM[1:-1] + ")"),
+        lazy_compile(r"(?:(?P<step>\d+)\s+)?images/sec:\s*(?P<v>" + _NUM[1:-1] + ")"),
         (("throughput", ("v",), 1.0),),
         unit="images/s",
         better="higher",
@@ -185,7 +186,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "sec/step",
         b"/s",
         "sec/step",
-        re.compile(_NUM + r"\s*sec/step"),
+        lazy_compile(_NUM + r"\s*sec/step"),
         (("step_time", ("1",), 1.0),),
         example="ep 29 train, step 1, ce 5.396, mem_usage:cuda:1 6.2GB, 3.249 sec/step",
     ),
@@ -193,7 +194,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "<unit> took N ms",
         b" took ",
         " took ",
-        re.compile(r"\b(?:iteration|epoch|step|batch|iter)\s+took\s+" + _NUM + r"\s*ms\b"),
+        lazy_compile(r"\b(?:iteration|epoch|step|batch|iter)\s+took\s+" + _NUM + r"\s*ms\b"),
         (("step_time", ("1",), 1e-3),),
         example="Iteration took 850 ms",
     ),
@@ -201,7 +202,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "<unit> took N s",
         b" took ",
         " took ",
-        re.compile(r"\b(?:iteration|epoch|step|batch|iter)\s+took\s+" + _NUM + r"\s*" + _S),
+        lazy_compile(r"\b(?:iteration|epoch|step|batch|iter)\s+took\s+" + _NUM + r"\s*" + _S),
         (("step_time", ("1",), 1.0),),
         example="This epoch took 109.110585 s",
     ),
@@ -209,7 +210,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "imagenet Time/Data",
         b"\tData ",
         "data ",
-        re.compile(
+        lazy_compile(
             r"(?:\[(?P<epoch>\d+)\]\s*)?\[\s*(?P<i>\d+)\s*/\s*(?P<n>\d+)\]\s*.*?"
             r"\btime\s+(?P<t>"
             + _NUM[1:-1]
@@ -224,7 +225,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "<unit> duration ms",
         b"duration: ",
         "duration:",
-        re.compile(r"\b(?:iteration|step|batch|iter)\s+duration:\s*" + _NUM + r"\s*ms\b"),
+        lazy_compile(r"\b(?:iteration|step|batch|iter)\s+duration:\s*" + _NUM + r"\s*ms\b"),
         (("step_time", ("1",), 1e-3),),
         example="step duration: 120.5 ms",
     ),
@@ -232,7 +233,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "<unit> duration",
         b"duration: ",
         "duration:",
-        re.compile(
+        lazy_compile(
             r"\b(?:iteration|step|batch|iter)\s+duration:\s*" + _NUM + r"(?:\s*" + _S + r")?"
         ),
         (("step_time", ("1",), 1.0),),
@@ -242,7 +243,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "Epoch N time T",
         b"poch ",
         "epoch",
-        re.compile(
+        lazy_compile(
             r"\bepoch\s+(?P<step>\d+)\s*(?:/\s*\d+\s*)?[,:|]?\s*time[:=]?\s+(?P<t>"
             + _NUM[1:-1]
             + r")\s*(?:s\b|sec\b|(?=\s)|$)(?!\s*ms)"
@@ -254,7 +255,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "time delta H:MM:SS",
         b"time delta: ",
         "time delta:",
-        re.compile(
+        lazy_compile(
             r"(?:\b(?:epoch|step|iter|iteration)[:\s]\s*(?P<step>\d+)\b.*?)?"
             r"time delta:\s*(?P<t>\d+:\d{2}:\d{2}(?:\.\d+)?)"
         ),
@@ -266,7 +267,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "deepspeed timers",
         b"_microstep: ",
         "_microstep:",
-        re.compile(
+        lazy_compile(
             r"(?:forward|fwd)_microstep:\s*(?P<f>[\d.]+)\s*\|\s*(?:backward|bwd)_microstep:\s*(?P<b>[\d.]+)"
             r"(?:.*?(?:backward|bwd)_inner_microstep:\s*(?P<bi>[\d.]+))?"
             r"(?:.*?(?:backward|bwd)_allreduce_microstep:\s*(?P<ar>[\d.]+))?"
@@ -284,7 +285,7 @@ FORMATS: tuple[IterFormat, ...] = (
         "rtime/itime",
         b"itime ",
         "itime",
-        re.compile(r"\brtime\s+(?P<r>[\d.]+)[;,]?\s*itime\s+(?P<i>[\d.]+)"),
+        lazy_compile(r"\brtime\s+(?P<r>[\d.]+)[;,]?\s*itime\s+(?P<i>[\d.]+)"),
         (("step_time", ("i",), 1.0), ("data_time", ("r",), 1.0)),
         example="run3_09:12:44; step 000032/200000; rtime 210.16; itime 212.36; loss = 76.14967",
     ),
@@ -348,7 +349,7 @@ def _declared(low: str, out: dict[str, Any], rec: Recipe | None = None) -> None:
                     rec.append((_EPOCH_STEP, "step", (epoch, m.span("n"), m.span("i")), 0.0, None))
 
 
-_MEGATRON = re.compile(
+_MEGATRON = lazy_compile(
     r"iteration\s+(\d+)\s*/\s*\d+\s*\|.*?elapsed time per iteration \(ms\): ([\d.]+)"
     r"(?:.*?tflop/s/gpu\): ([\d.]+))?(?:.*?lm loss: ([\d.e+-]+))?"
 )

@@ -5,10 +5,9 @@ from __future__ import annotations
 import io
 import json
 import re
-import tempfile
 from typing import Any, BinaryIO
 
-from .._lazy import LazyModule, lazy_module
+from .._lazy import LazyModule, lazy_compile, lazy_module
 from ..detect import Head, Recognizer, host_from_name, rank_from_name
 from ..metrics import (
     _GPU_WIDE,
@@ -30,7 +29,7 @@ pq = LazyModule("pyarrow.parquet")
 
 MAX_BYTES = 256 << 20
 MAX_JSONL_RAW = 64 << 20  # raw JSON-lines text kept for evidence up to this size
-_WIDE = re.compile(
+_WIDE = lazy_compile(
     r"^(?:(?P<m1>.+?)[\s_./:-]*(?<![A-Za-z])rank[\s_-]?(?P<r1>\d+)"
     r"|rank[\s_-]?(?P<r2>\d+)[\s_./:-]+(?P<m2>.+))$",
     re.IGNORECASE,
@@ -286,6 +285,8 @@ class MetricsParser:
 
     def _parquet(self, body: _Rewind, result: ParseResult) -> pa.Table:
         """Row groups streamed in batches; a non-seekable stream is spooled to a temp file."""
+        import tempfile  # here: it brings shutil, bz2, lzma and random, which a text log never needs
+
         with tempfile.SpooledTemporaryFile(max_size=32 << 20) as spool:
             size = 0
             while True:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 from typing import Any, BinaryIO
 
+from .._lazy import lazy_compile
 from ..detect import Head, Recognizer, host_from_name
 from ..links import LinkSniffer, expected_busbw, size_collapse
 from ..model import Event, ParseResult
@@ -33,27 +34,27 @@ from ..scan import LiteralSet
 from . import ParseError, Progress, register_parser
 from ._lines import clip, iter_lines
 
-_RANK = re.compile(
+_RANK = lazy_compile(
     r"^#\s*Rank\s+(?P<r>\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(?P<h>\S+)\s+device\s+(?P<d>\d+)"
     r"(?:\s+\[[^\]]*\])?\s*(?P<model>.*)$"
 )
-_AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>[\d.]+(?:e[+-]?\d+)?)")
-_OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(?P<n>\d+)")
-_TEST = re.compile(
+_AVG = lazy_compile(r"#\s*Avg bus bandwidth\s*:\s*(?P<v>[\d.]+(?:e[+-]?\d+)?)")
+_OOB = lazy_compile(r"#\s*Out of bounds values\s*:\s*(?P<n>\d+)")
+_TEST = lazy_compile(
     r"\b(?P<t>(?:all_reduce|all_gather|reduce_scatter|alltoallv?|broadcast|reduce|sendrecv|scatter|gather|hypercube)_(?:perf(?:_mpi)?|test))\b"
 )
-_HEAD = re.compile(r"#\s*nThread\s+(?P<nt>\d+)\s+nGpus\s+(?P<ng>\d+)")
-_NUM = re.compile(r"^-?\d+(?:\.\d+)?(?:e[+-]?\d+)?$", re.I)
+_HEAD = lazy_compile(r"#\s*nThread\s+(?P<nt>\d+)\s+nGpus\s+(?P<ng>\d+)")
+_NUM = lazy_compile(r"^-?\d+(?:\.\d+)?(?:e[+-]?\d+)?$", re.I)
 # what launchers put in front of each line, stacked in this order
-_PREFIX = re.compile(
+_PREFIX = lazy_compile(
     r"^(?:\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\s+)?"  # kubectl --timestamps
     r"(?:\([^()]*\)\s+)?"  # Ray (head, rank=0, pid=…)
     r"(?:\[\d+,\d+\]<std(?:out|err)>:|\s*\d{1,6}:(?=\s)|[A-Za-z][\w.-]*:(?=\s+[#\d]))?"
 )
 # NCCL 1.x test programs (all_reduce_test N nGPUs GPU…): "N type op time algbw busbw",
 # no '#', no count column, time in ms, no wrong column
-_V1_HEAD = re.compile(r"^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\s*(?:res\b.*)?$")
-_TS_TAIL = re.compile(r"\s+\d{4}-\d\d-\d\d\s+\d\d:\d\d:\d\d\s*$")  # -Z timestamp column
+_V1_HEAD = lazy_compile(r"^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\s*(?:res\b.*)?$")
+_TS_TAIL = lazy_compile(r"\s+\d{4}-\d\d-\d\d\s+\d\d:\d\d:\d\d\s*$")  # -Z timestamp column
 MAX_ROWS = 400
 LARGE = 1 << 28  # rows at or above this size stand for the fabric's bandwidth
 

@@ -21,29 +21,30 @@ import csv
 import re
 from typing import Any, BinaryIO
 
+from .._lazy import lazy_compile
 from ..detect import Head, Recognizer, host_from_name
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
 from ._lines import clip, iter_lines
 
-_GPU_HDR = re.compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
-_KV = re.compile(r"^(?P<k>[A-Za-z][\w /().-]*?)\s*:\s*(?P<v>.*)$")
-_TABLE_GPU = re.compile(
+_GPU_HDR = lazy_compile(r"^GPU (?P<bus>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)\s*$")
+_KV = lazy_compile(r"^(?P<k>[A-Za-z][\w /().-]*?)\s*:\s*(?P<v>.*)$")
+_TABLE_GPU = lazy_compile(
     r"^\|\s+(?P<i>\d+)\s+(?P<name>.+?)\s+(?:On|Off)\s+\|\s*(?P<bus>[0-9A-Fa-f:.]+)\s+\S+\s+\|\s*(?P<ecc>\S+)\s*\|"
 )
-_TABLE_USE = re.compile(
+_TABLE_USE = lazy_compile(
     r"^\|\s*(?P<fan>\S+)\s+(?P<temp>\d+)C\s+(?P<perf>P\d+)\s+(?:\S+\s+)?(?P<pw>[\d.]+|N/A)W?\s*/\s*(?P<cap>[\d.]+|N/A)W?\s*\|"
     r"\s*(?P<used>\d+)MiB\s*/\s*(?P<total>\d+)MiB\s*\|\s*(?P<util>\d+)%"
 )
-_NUM = re.compile(r"-?\d+(?:\.\d+)?")
+_NUM = lazy_compile(r"-?\d+(?:\.\d+)?")
 # nvidia-smi could not reach a GPU: it is missing from the table/-q/CSV that follows
 _BUS = r"[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d"
-_LOST = re.compile(
+_LOST = lazy_compile(
     rf"Unable to determine the device handle for GPU\s*(?:(?P<bus>{_BUS})|(?P<i>\d+)"
     rf"(?::\s*(?P<bus2>{_BUS}))?)?:?\s*(?P<why>.*)$"
 )
 # the table's usage row when the driver cannot read the GPU: "| ERR!  ERR!  ERR!  ERR! / ERR! |"
-_TABLE_ERR = re.compile(r"^\|\s*(?:\S+\s+)?ERR!\s+ERR!")
+_TABLE_ERR = lazy_compile(r"^\|\s*(?:\S+\s+)?ERR!\s+ERR!")
 # a GPU seen several times (nvidia-smi -l, --query-gpu -l, several snapshots) keeps its worst
 _WORST_MAX = ("temp_c", "mem_temp_c", "power_w", "ecc_", "retired_", "remapped_", "mem_used_mib")
 _FLAGS = (
@@ -55,7 +56,7 @@ _FLAGS = (
     "sram_threshold_exceeded",
     "lost",
 )
-_HOST_LINE = re.compile(
+_HOST_LINE = lazy_compile(
     r"^(?:=+\s*)?(?:host(?:name)?\s*[:=]\s*|#+\s*)(?P<h>[A-Za-z][\w.-]*\d[\w.-]*)\s*=*\s*$", re.I
 )
 

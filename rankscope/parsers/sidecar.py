@@ -16,6 +16,7 @@ import re
 from itertools import pairwise
 from typing import Any
 
+from .._lazy import lazy_compile
 from ..model import ParseResult
 from ..scan import HyperscanScanner, ReScanner
 from . import banners, iterations
@@ -26,16 +27,20 @@ from .newlines import NewlineCounter
 # NCCL's choice of inter-node transport, read with the banner pass (no extra scan):
 # (literal, regex, fact) — the first line of each fact in a file is kept
 TRANSPORT: tuple[tuple[bytes, re.Pattern[str], str], ...] = (
-    (b"Using network ", re.compile(r"NCCL INFO Using network (?P<v>\w+)"), "net"),
-    (b"NET/IB : No device", re.compile(r"NCCL INFO NET/IB\s*:\s*No device found"), "no_ib_device"),
+    (b"Using network ", lazy_compile(r"NCCL INFO Using network (?P<v>\w+)"), "net"),
+    (
+        b"NET/IB : No device",
+        lazy_compile(r"NCCL INFO NET/IB\s*:\s*No device found"),
+        "no_ib_device",
+    ),
     (
         b"libibverbs",
-        re.compile(r"NCCL WARN .*(?:Failed to open|Could not find) libibverbs"),
+        lazy_compile(r"NCCL WARN .*(?:Failed to open|Could not find) libibverbs"),
         "no_ibverbs",
     ),
     (
         b"NCCL_IB_HCA set",
-        re.compile(r"NCCL INFO NCCL_IB_HCA set(?: by environment)? to \S"),
+        lazy_compile(r"NCCL INFO NCCL_IB_HCA set(?: by environment)? to \S"),
         "ib_hca",
     ),
 )

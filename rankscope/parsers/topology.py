@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from typing import Any, BinaryIO
 
+from .._lazy import lazy_compile
 from ..detect import Head, Recognizer
 from ..model import Event, ParseResult
 from . import ParseError, Progress, register_parser
@@ -26,7 +27,7 @@ from ._lines import clip, iter_lines
 _HOST_KEYS = ("host", "hostname", "node", "nodename", "node_name", "server")
 _SWITCH_KEYS = ("switch", "leaf", "tor", "leaf_switch", "spine", "switch_name")
 _RACK_KEYS = ("rack", "rack_id", "pod")
-_JSON_PAIR = re.compile(r'"(?P<k>[^"]+)"\s*:')
+_JSON_PAIR = lazy_compile(r'"(?P<k>[^"]+)"\s*:')
 MAX_HOSTS = 100_000
 
 
