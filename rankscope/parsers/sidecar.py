@@ -181,13 +181,9 @@ class SideReaders:
             return reader.pick(spans, len(data))  # all of them fit: pick keeps every one
         reader.allowance = want
         reader.sampled = True
-        n, size, out = max(1, int(want)), len(data), []
+        n, size = max(1, int(want)), len(data)
         cuts = [data.rfind(b"\n", 0, k * size // n) + 1 for k in range(n)] + [size]
-        for lo, hi in pairwise(cuts):
-            if hi > lo:
-                got = scanner.first_line(data, lo, hi)
-                if got is not None:
-                    out.append(got)
+        out = scanner.first_lines(data, [(lo, hi) for lo, hi in pairwise(cuts) if hi > lo])
         reader.allowance -= len(out)
         return out
 
