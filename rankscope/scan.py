@@ -55,11 +55,13 @@ class ReScanner:
             out.append((st, en, _sigs(ids) if ids else _NO_SIGS))
         return out
 
-    def lines_upto(self, data: bytes, limit: int) -> tuple[list[tuple[int, int]], bool]:
-        """The candidate lines of ``data``, stopping after ``limit + 1`` of them; the flag
-        tells whether the list is complete (at most ``limit`` lines)."""
+    def lines_upto(
+        self, data: bytes | bytearray, limit: int, size: int | None = None
+    ) -> tuple[list[tuple[int, int]], bool]:
+        """The candidate lines of ``data[:size]``, stopping after ``limit + 1`` of them; the
+        flag tells whether the list is complete (at most ``limit`` lines)."""
         spans: list[tuple[int, int]] = []
-        pos, n, search = 0, len(data), self._rx.search
+        pos, n, search = 0, len(data) if size is None else size, self._rx.search
         while pos < n:
             m = search(data, pos, n)
             if not m:
@@ -186,12 +188,15 @@ class HyperscanScanner:
     def line_spans(self, data: bytes | memoryview) -> list[tuple[int, int]]:
         return [(s, e) for s, e, _ in self.line_hits(data)]
 
-    def lines_upto(self, data: bytes, limit: int) -> tuple[list[tuple[int, int]], bool]:
-        """The candidate lines of ``data``, the scan stopped as soon as ``limit + 1`` were
-        found (a log made of candidate lines costs ``limit`` callbacks, not one per line);
-        the flag tells whether the list is complete (at most ``limit`` lines)."""
+    def lines_upto(
+        self, data: bytes | bytearray, limit: int, size: int | None = None
+    ) -> tuple[list[tuple[int, int]], bool]:
+        """The candidate lines of ``data[:size]``, the scan stopped as soon as ``limit + 1``
+        were found (a log made of candidate lines costs ``limit`` callbacks, not one per
+        line); the flag tells whether the list is complete (at most ``limit`` lines)."""
         spans: list[tuple[int, int]] = []
-        append, find, rfind, n = spans.append, data.find, data.rfind, len(data)
+        n = len(data) if size is None else size
+        append, find, rfind = spans.append, data.find, data.rfind
         line_end = -1
 
         def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
@@ -205,7 +210,8 @@ class HyperscanScanner:
             return len(spans) > limit  # one line more than the budget: stop, not complete
 
         try:
-            self._db.scan(data, match_event_handler=on_match, scratch=_scratch(self._db))
+            with memoryview(data) as view:
+                self._db.scan(view[:n], match_event_handler=on_match, scratch=_scratch(self._db))
         except _terminated():
             return spans, False
         return spans, len(spans) <= limit
