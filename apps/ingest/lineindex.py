@@ -67,12 +67,21 @@ class IndexingReader(io.RawIOBase):
             raise
 
     def readinto(self, b: Any) -> int:  # type: ignore[override]
-        data = self._read(len(b))
-        if not data:
+        into = getattr(self._stream, "readinto", None)
+        if into is None:
+            data = self._read(len(b))
+            n = len(data)
+            b[:n] = data
+        else:  # straight into the caller's buffer (the parser's): no copy of each chunk
+            try:
+                n = into(b) or 0
+            except storage.ERRORS as exc:
+                self.error = exc
+                raise
+        if not n:
             return 0
-        n = len(data)
-        b[:n] = data
-        self._observe(data)
+        with memoryview(b) as view:
+            self._observe(view[:n])
         self._pos += n
         return n
 
@@ -83,21 +92,21 @@ class IndexingReader(io.RawIOBase):
             self._pos += len(data)
         return data
 
-    def _observe(self, data: bytes) -> None:
+    def _observe(self, data: bytes | memoryview) -> None:
         if self.offsets is None:
             return
         if self._first:
             self._first = False
-            if data.startswith(_COMPRESSED):  # offsets would be of the compressed bytes
+            if bytes(data[:8]).startswith(_COMPRESSED):  # offsets would be of the compressed bytes
                 self.offsets = None
                 return
         newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
         if not len(newlines):
             return
         # newline number k (1-based, over the whole file) ends line k; line k+1 starts
-        # right after it. Entries are wanted for lines EVERY+1, 2*EVERY+1, …
-        numbers = np.arange(self._lines + 1, self._lines + 1 + len(newlines))
-        picked = newlines[numbers % EVERY == 0]
+        # right after it. Entries are wanted for lines EVERY+1, 2*EVERY+1, …: newline
+        # i of this chunk is number self._lines + 1 + i, a multiple of EVERY every EVERY
+        picked = newlines[-(self._lines + 1) % EVERY :: EVERY]
         if len(picked):
             self.offsets.extend((picked + (self._pos + 1)).tolist())
         self._lines += len(newlines)

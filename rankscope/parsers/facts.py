@@ -94,8 +94,8 @@ def read_region(text: str, result: ParseResult, file_rank: int | None, *, where:
         m = _RESUME.search(text) if "checkpoint" in text else None
         if m:
             facts["resumed_from_checkpoint"] = True
-    m = _YEAR.search(text)
-    if m and "year" not in facts:
+    m = _YEAR.search(text) if "year" not in facts else None  # the tail's, when the head had none
+    if m:
         facts["year"] = int(m.group(1))
     for m in _NCCL_INIT.finditer(text):
         ls = text.rfind("\n", 0, m.start()) + 1

@@ -140,59 +140,61 @@ class SideReaders:
 
     def feed(
         self,
-        chunk: Any,
+        data: bytes | bytearray,
+        size: int,
         first_line: int,
         banner_spans: list[tuple[int, int]] | None = None,
         iteration_spans: list[tuple[int, int]] | None = NOT_SCANNED,
     ) -> None:
-        """``chunk``: whole lines (bytes-like); its first line is number ``first_line + 1``.
+        """``data[:size]``: whole lines — the chunk, read in place (the caller's parse
+        buffer: no copy); its first line is number ``first_line + 1``.
         ``banner_spans``: the banner literals' lines when the prefilter's pass found them
         (``banner_patterns`` in its database); else they are scanned for here.
         ``iteration_spans``: likewise the iteration lines (``iteration_patterns``), all of
         them within ``iteration_limit``, or None when there were more."""
-        data = bytes(chunk)
-        if isinstance(chunk, memoryview):
-            chunk.release()
         # iteration lines can be every line: the budget picks which to read before any
         # per-line work (line numbers are counted only up to the picked ones)
-        newlines = NewlineCounter(data, len(data))
-        spans = self._iteration_spans(data, iteration_spans)
-        self.iterations.take(_numbered(data, spans, first_line, newlines))
-        if banner_spans is None:
-            banner_spans = side_scanner("banners").line_spans(data)
-        for raw, ln in _numbered(data, banner_spans, first_line, newlines):
-            text = raw.decode("utf-8", errors="replace").rstrip("\r")
-            self.banners.take(text, ln)
-            self.transport.take(text, ln)
+        newlines = NewlineCounter(data, size)
+        try:
+            spans = self._iteration_spans(data, size, iteration_spans)
+            self.iterations.take(_numbered(data, spans, first_line, newlines))
+            if banner_spans is None:
+                with memoryview(data) as view:
+                    banner_spans = side_scanner("banners").line_spans(view[:size])
+            for raw, ln in _numbered(data, banner_spans, first_line, newlines):
+                text = raw.decode("utf-8", errors="replace").rstrip("\r")
+                self.banners.take(text, ln)
+                self.transport.take(text, ln)
+        finally:
+            newlines.release()  # the caller's buffer is written again after this
 
     def _iteration_spans(
-        self, data: bytes, found: list[tuple[int, int]] | None = NOT_SCANNED
+        self,
+        data: bytes | bytearray,
+        size: int,
+        found: list[tuple[int, int]] | None = NOT_SCANNED,
     ) -> list[tuple[int, int]]:
-        """The iteration lines of a chunk that the work budget lets us read. The scan stops
-        as soon as the chunk has shown more candidates than the budget allows; then the
-        chunk is cut into as many line-aligned segments as the budget keeps and the first
-        candidate of each is read (each segment's scan stops at its first match) — the
-        series stays evenly spaced and the scan's cost follows what is read, not the log's
-        size or how many of its lines are iteration lines."""
+        """The iteration lines of a chunk (``data[:size]``) that the work budget lets us
+        read. The scan stops as soon as the chunk has shown more candidates than the budget
+        allows; then the chunk is cut into as many line-aligned segments as the budget keeps
+        and the first candidate of each is read (each segment's scan stops at its first
+        match) — the series stays evenly spaced and the scan's cost follows what is read,
+        not the log's size or how many of its lines are iteration lines."""
         scanner = side_scanner("iterations")
         reader = self.iterations
-        want = reader.allowance + len(data) / iterations.BYTES_PER_LINE
+        want = reader.allowance + size / iterations.BYTES_PER_LINE
         if found is NOT_SCANNED:
-            spans, complete = scanner.lines_upto(data, int(want))
+            spans, complete = scanner.lines_upto(data, int(want), size)
         else:  # the caller's pass: all of them, or None when over the budget
             spans, complete = found or [], found is not None
         self.dense = not complete
         if complete:
-            return reader.pick(spans, len(data))  # all of them fit: pick keeps every one
+            return reader.pick(spans, size)  # all of them fit: pick keeps every one
         reader.allowance = want
         reader.sampled = True
-        n, size, out = max(1, int(want)), len(data), []
+        n = max(1, int(want))
         cuts = [data.rfind(b"\n", 0, k * size // n) + 1 for k in range(n)] + [size]
-        for lo, hi in pairwise(cuts):
-            if hi > lo:
-                got = scanner.first_line(data, lo, hi)
-                if got is not None:
-                    out.append(got)
+        out = scanner.first_lines(data, [(lo, hi) for lo, hi in pairwise(cuts) if hi > lo])
         reader.allowance -= len(out)
         return out
 

@@ -499,7 +499,7 @@ def _scan_chunk(
         hits, banner_spans = scanner.line_hits_side(view[:cut])
     else:
         hits, banner_spans = scanner.line_hits(view[:cut]), None
-    sidecar.feed(view[:cut], line_no, banner_spans, it_spans)
+    sidecar.feed(view.obj, cut, line_no, banner_spans, it_spans)  # type: ignore[arg-type]
     return hits
 
 
