@@ -351,7 +351,13 @@ def _name_targets(text: str, v: Verdict) -> str:
     )
     text = text.replace("the named node", hosts or "the node whose logs show it")
     rank_word = "ranks" if len(v.culprit_ranks) > 1 else "rank"
-    return text.replace(" on the named rank", f" on {rank_word} {ranks}" if ranks else "")
+    text = text.replace(" on the named rank", f" on {rank_word} {ranks}" if ranks else "")
+    if len(v.culprit_ranks) == 1:
+        for generic in ("the straggler rank's", "the failing rank's"):
+            text = text.replace(generic, f"rank {ranks}'s")
+    if hosts:
+        text = text.replace("across the affected nodes", f"across {hosts} and a healthy node")
+    return text
 
 
 def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:

@@ -378,3 +378,17 @@ def test_the_first_action_names_the_node_it_means_or_says_which_one_to_look_for(
     hosts = doc["localization"]["culprit_hosts"]
     assert hosts and _immediate(doc).startswith(f"Drain {hosts[0]},")
     assert "named" not in _immediate(doc)
+
+
+def test_a_generic_first_action_says_which_rank_and_nodes_it_means() -> None:
+    from rankscope.analyzers.advice import _name_targets
+    from rankscope.analyzers.verdict import Verdict
+
+    one = Verdict(shape="hang", category="DATA", culprit_ranks=[153], culprit_hosts=["node-19"])
+    text = "Inspect the straggler rank's data shard and storage reads; restart."
+    assert _name_targets(text, one) == "Inspect rank 153's data shard and storage reads; restart."
+    net = "Run nccl-tests (all_reduce_perf) across the affected nodes; restart excluding bad nodes."
+    assert "across node-19 and a healthy node" in _name_targets(net, one)
+    two = Verdict(culprit_ranks=[3, 4])
+    # several ranks: the generic words stay rather than a list that reads wrong
+    assert _name_targets(text, two) == text
