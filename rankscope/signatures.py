@@ -585,6 +585,28 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "hub-read-timeout",
+        (r"HTTPSConnectionPool\(host='[^']+', port=[0-9]+\): Read timed out",),
+        r"HTTPSConnectionPool\(host='(?P<host>(?:[\w-]+\.)*(?:huggingface\.co|hf\.co|amazonaws\.com"
+        r"|googleapis\.com|blob\.core\.windows\.net|modelscope\.cn))', port=\d+\): Read timed out"
+        r"(?:\. \(read timeout=(?P<s>[\d.]+)\))?",
+        "A download from a model/data hub or object store (Hugging Face Hub, S3, GCS, Azure "
+        "Blob) did not answer within the client's read timeout: the remote store was slow or "
+        "overloaded (often by every rank of a large job asking at once), not the rank that "
+        "printed it.",
+        "STORAGE_IO",
+        None,
+        "error",
+        "Fetch models, tokenizers and datasets once before the job (a local cache or path), "
+        "or raise the client timeouts (HF_HUB_DOWNLOAD_TIMEOUT / the datasets downloader "
+        "timeout) and let only one rank per node download.",
+        (
+            " 7: [rank80]: urllib3.exceptions.ReadTimeoutError: HTTPSConnectionPool(host='huggingface.co', port=443): Read timed out. (read timeout=10)",
+        ),
+        0.8,
+        shared=True,
+    ),
+    S(
         "nfs-stale-file-handle",
         (r"Stale file handle",),
         r"\[Errno 116\]|Stale file handle",

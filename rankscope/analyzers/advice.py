@@ -119,6 +119,8 @@ def summary(ctx: Context, v: Verdict) -> str:
     if v.category == "INFRA":
         if root and root.kind == "slurm_time_limit":
             return "SLURM stopped the job at its time limit (not a training failure) — resume from the last checkpoint with a longer limit or more frequent checkpoints."
+        if v.extra.get("action"):
+            return f"{_cap(v.root_label)}{after} — {v.extra['action'][0].lower()}{v.extra['action'][1:]}"
         sig = _catalogue_root(v)
         if sig is not None:  # a known message: its own action (a rendezvous, a port in use)
             return f"{_cap(v.root_label)}{after} — {sig.action[0].lower()}{sig.action[1:]}"

@@ -8,6 +8,7 @@ peer that died). The verdict weighs them by time and strength.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -272,7 +273,46 @@ def _causes_and_first_errors(ctx: Context) -> tuple[list[dict[str, Any]], dict[i
         if e.kind == "data_error" and "Killed" in e.text and ctx.by_kind.get("host_oom_kill"):
             continue  # a loader worker SIGKILLed while the kernel logged an OOM kill: OOM
         causes.append({"category": cat[0], "strength": cat[1], "event": e, "label": label_of(e)})
+    _store_hosted_by_none(ctx, causes)
     return causes, first_by_rank
+
+
+_STORE_CLIENT = re.compile(
+    r"client socket has timed out after \d+s while trying to connect to \(?(?P<host>[^\s,()]+?)"
+    r"(?:, |:)(?P<port>\d+)\)?"
+)
+
+
+def _store_hosted_by_none(ctx: Context, causes: list[dict[str, Any]]) -> None:
+    """Every node's agent timed out as a client of the same c10d store endpoint: no agent
+    hosted it (the c10d backend hosts the store on the node that recognises the endpoint's
+    host as its own), so the endpoint names no node of the job as the launcher sees it — a
+    launch setting, not an unreachable address. One node's log alone cannot tell that."""
+    files = {r.name for r in ctx.results}
+    by_endpoint: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for c in causes:
+        m = _STORE_CLIENT.search(c["event"].text)
+        if m is not None and c["event"].fields.get("sig") == "c10d-store-unreachable":
+            by_endpoint.setdefault((m["host"], m["port"]), []).append(c)
+    for (host, port), same in by_endpoint.items():
+        seen = {c["event"].file for c in same}
+        if len(seen) < 2 or seen != files:
+            continue
+        for c in causes:
+            if c["event"].fields.get("sig") == "c10d-store-unreachable":
+                c["category"] = "INFRA"
+                c["label"] = (
+                    f"No node hosted the c10d store: every node's agent timed out as a client "
+                    f"of {host}:{port}"
+                )
+                c["action"] = _HOSTED_BY_NONE_ACTION
+
+
+_HOSTED_BY_NONE_ACTION = (
+    "Give the rendezvous endpoint as the name the first node knows itself by (its hostname "
+    "or FQDN, as `hostname -f` prints it), or pass --local_addr / use the static backend "
+    "with --master_addr; an IP or alias the node does not recognise makes every agent a client."
+)
 
 
 def _first_failure(ctx: Context) -> Event | None:

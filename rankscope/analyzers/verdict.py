@@ -952,6 +952,8 @@ class VerdictAnalyzer:
         )
         if shape_rule and shape == ("crash" if shape_rule.startswith("crash") else "hang"):
             v.extra["shape_rule"] = shape_rule
+        if pick.get("action"):  # a rule over several lines may say what to do (failures.py)
+            v.extra["action"] = pick["action"]
         self._cause_culprits(ctx, v, pick, causes, sig, ranks, hosts)
         return v
 

@@ -280,3 +280,29 @@ def test_a_launcher_hung_up_by_sighup_is_the_cause_not_an_echo() -> None:
     )["triage"]
     assert (tri["category"], tri["shape"]) == ("INFRA", "crash")
     assert "SIGHUP" in tri["summary"]
+
+
+STORE_TIMEOUT = (
+    "[E socket.cpp:793] [c10d] The client socket has timed out after 60s while trying to "
+    "connect to (10.0.3.11, 2222).\n"
+    "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to "
+    "the C10d store has failed. See inner exception for details.\n"
+)
+
+
+def test_every_node_a_client_of_the_same_store_means_no_node_hosted_it() -> None:
+    both = _triage({"node0.log": STORE_TIMEOUT, "node1.log": STORE_TIMEOUT})
+    assert both["triage"]["category"] == "INFRA"
+    assert "No node hosted the c10d store" in both["triage"]["summary"]
+    # one node's log alone cannot tell a store nobody hosts from one it cannot reach
+    one = _triage({"node1.log": STORE_TIMEOUT})
+    assert one["triage"]["category"] == "NETWORK"
+    # a node that logs something else (the store host) is not a client timing out
+    other = _triage(
+        {
+            "node0.log": "I0101 rendezvous complete\n",
+            "node1.log": STORE_TIMEOUT,
+            "node2.log": STORE_TIMEOUT,
+        }
+    )
+    assert other["triage"]["category"] == "NETWORK"
