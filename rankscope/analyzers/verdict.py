@@ -254,6 +254,17 @@ def _ended_symptoms(ctx: Context) -> list[Event]:
 _PROGRAM_ERROR_KINDS = {"python_exception", "signature", "traceback"}
 
 
+def _same_oom_on_several_ranks(causes: list[dict[str, Any]], e: Event, ranks: list[int]) -> bool:
+    """Two or more ranks ran out of CUDA memory asking for the same allocation size."""
+    if e.kind != "cuda_oom" or len(ranks) < 2:
+        return False
+    ooms = [
+        c["event"] for c in causes if c["event"].kind == "cuda_oom" and c["event"].rank in ranks
+    ]
+    tried = {x.fields.get("tried") for x in ooms}
+    return len({x.rank for x in ooms}) >= 2 and len(tried) == 1 and None not in tried
+
+
 def _same_on_every_rank(e: Event) -> bool:
     """A program error every rank would raise alike — unless the message itself names the
     rank it is about (NCCL's "around rank N", DDP's "did not receive grad for rank N")."""
@@ -1012,7 +1023,9 @@ class VerdictAnalyzer:
             # the rank whose output shows it is only the one that was printed; likewise a
             # collective mismatch both sides report without a majority (odd_one_out.py)
             v.culprit_ranks, v.culprit_hosts = [], []
-        elif cat in ("NUMERICAL", "INFRA"):
+        elif cat in ("NUMERICAL", "INFRA") or _same_oom_on_several_ranks(causes, e, ranks):
+            # several ranks failing the very same allocation: the model and batch do not fit
+            # any GPU of the job (its memory budget), no rank is the one at fault
             v.culprit_ranks = []
             node_named = e.kind == "node_fail" or ("sig" in e.fields and "host" in e.fields)
             v.culprit_hosts = hosts if cat == "INFRA" and node_named else []
