@@ -963,6 +963,24 @@ CATALOGUE: tuple[Signature, ...] = (
         0.5,  # the same words when the peer process exited
     ),
     S(
+        "nccl-socket-create-failed",
+        (r"WARN Socket creation failed : ",),
+        r"WARN Socket creation failed : (?P<why>.+)",
+        "NCCL could not create a socket on the interface it picked: the process has no usable "
+        "IP interface (a container without the host's network, an interface without an "
+        "address of the family NCCL asked for).",
+        "NETWORK",
+        None,  # a WARN line: the call's error return decides how the process ends
+        "error",
+        "Give the container the node's network (host networking) or point NCCL_SOCKET_IFNAME "
+        "at the interface that carries the node's address.",
+        (
+            "4b7d02c9e1f3:2856:2856 [0] include/socket.h:311 WARN Socket creation failed : Address family not supported by protocol",
+        ),
+        0.85,
+        local=True,
+    ),
+    S(
         "nccl-socket-unreachable",
         (r"Net : Connect to ", r"socketPollConnect: Connect to [^ ]+ returned [0-9]+\(No route"),
         r"(?:Net : |socket[A-Z]\w*: )Connect to (?P<peer>\S+) (?:failed : |returned \d+\()(?P<why>No route to host|Network is unreachable)",
@@ -1295,8 +1313,8 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "nccl-tests-failure",
-        (r"Test NCCL failure \S+:[0-9]+ '",),
-        r"Test NCCL failure (?P<src>\S+) '(?P<why>[^']*)'",
+        (r"NCCL failure \S+:[0-9]+ '",),
+        r"(?:Test )?NCCL failure (?P<src>\S+) '(?P<why>[^']*)'",
         "nccl-tests stopped on an NCCL error and exits: the quoted text is only NCCL's error "
         "class (some releases print 'internal error' whatever failed), the NCCL WARN line "
         "above it names the call that failed.",
@@ -1308,6 +1326,7 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             "gpu-d03: Test NCCL failure common.cu:1012 'internal error - please report this issue to the NCCL developers / '",
             "gpu-r05: Test NCCL failure common.cu:343 'unhandled cuda error'",
+            "NCCL failure common.cu:874 'unhandled system error'",
         ),
         0.3,
     ),

@@ -108,13 +108,16 @@ _SCHEDULER_ENDS = {"slurm_time_limit", "slurm_cancelled"}
 _RAISED = re.compile(
     r"(?:^|[\s:\]>|\"'(])(?:[A-Za-z_][\w.]*(?:Error|Exception)|Exception|[a-z_]\w*\.error)"
     r"(?:: |$)|CUDA error: |\[Errno \d+\] "
+    # the text of the exception ProcessGroupNCCL raises when an NCCL call returns an error,
+    # also when the program prints it itself ("... e= NCCL error in: …")
+    r"|NCCL error in: \S+:\d+, "
 )
 _EXIT_WORDS = re.compile(
     r"\bExiting\b|\bexit(?:ed)? (?:with )?(?:code|status)[ :=]*(?!0\b)-?\d|exitcode\s*:?\s*(?!0\b)-?\d"
     r"|core dumped|\bAborted\b"
     r"|terminate called|terminated with exception|being killed|Killed process|OOM Killed"
     r"|oom[-_]kill|\b[Ee]victed\b|killed by signal|: task \d+: Killed|Assertion `.*` failed"
-    r"|Failed, NCCL error|Test NCCL failure"
+    r"|Failed, NCCL error|(?:Test )?NCCL failure \S+:\d+ '"
 )
 # NCCL's CUDACHECK ("Cuda failure '…'") returns ncclUnhandledCudaError from the NCCL call;
 # printed by the process's main thread (NCCL's ``host:pid:tid``, tid = pid) the call was the
