@@ -859,6 +859,29 @@ CATALOGUE: tuple[Signature, ...] = (
         local=True,
     ),
     S(
+        "efa-cuda-memreg-nccl219-libfabric",
+        (
+            r"NET/OFI Unable to register memory \(type = 2\)",
+            r"cuda_set_sync_memops\(\):[0-9]+<warn> Failed to perform cuPointerSetAttribute",
+        ),
+        r"NET/OFI Unable to register memory \(type = 2\) for device (?P<dev>\d+)\. RC: -22"
+        r"|cuda_set_sync_memops\(\):\d+<warn> Failed to perform cuPointerSetAttribute: (?P<why>\S+)",
+        "The OFI plugin could not register a GPU buffer with EFA (EINVAL): the known "
+        "incompatibility of NCCL 2.19+ with the Libfabric of EFA installers before 1.29 (its "
+        "CUDA sync-memops call is not supported), a software version mix, not the fabric.",
+        "SOFTWARE",
+        None,
+        "fatal",
+        "Set FI_EFA_SET_CUDA_SYNC_MEMOPS=0, or upgrade the EFA installer to 1.29+, or use NCCL "
+        "2.18.",
+        (
+            "ip-10-31-40-103:36870:36991 [0] register_mr_buffers:544 NCCL WARN NET/OFI Unable to register memory (type = 2) for device 0. RC: -22, Error: Invalid argument",
+            "libfabric:652244:1713524816::core:core:cuda_set_sync_memops():207<warn> Failed to perform cuPointerSetAttribute: CUDA_ERROR_NOT_SUPPORTED:operation not supported",
+        ),
+        0.85,
+        shared=True,
+    ),
+    S(
         "ofi-request-completed-with-error",
         (r"NET/OFI Request \S+ completed with error",),
         r"NET/OFI Request \S+ completed with error\. RC: (?P<rc>-?\d+)\. Error: (?P<code>-?\d+) \((?P<what>[A-Z_]+)\)",
@@ -888,6 +911,23 @@ CATALOGUE: tuple[Signature, ...] = (
         "aws-ofi-nccl versions and the instance's EFA devices (fi_info -p efa).",
         ("EFA internal error: (4112) Failure to post internal receive buffers",),
         0.6,
+    ),
+    S(
+        "ib-async-port-error",
+        (r"NET/IB ?: (?:\S+ )?Got async event : port error",),
+        r"NET/IB ?: (?:(?P<dev>\S+) )?Got async event : port error",
+        "The InfiniBand port of this process's NIC reported a port error (the link went down or "
+        "flapped): every connection through that port fails after it.",
+        "NETWORK",
+        None,  # a WARN line: the collectives stall or fail after it
+        "error",
+        "Check that node's IB link (ibstat, the port's error counters, the cable and the switch "
+        "port) and drain the node until the link is stable.",
+        (
+            "gpu48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
+        ),
+        0.9,
+        local=True,
     ),
     S(
         "ib-completion-error",

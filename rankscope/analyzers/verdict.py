@@ -979,6 +979,7 @@ class VerdictAnalyzer:
         program error, the rank itself otherwise."""
         e: Event = pick["event"]
         cat = pick["category"]
+        same = [c["event"] for c in causes if c["category"] == cat and c["event"].kind == e.kind]
         if cat == "HARDWARE":
             rank_host = ctx.facts.rank_host
             on_host = sorted(r for r, h in rank_host.items() if h in hosts)
@@ -1006,8 +1007,16 @@ class VerdictAnalyzer:
             own = sig is not None and sig.local and ranks and len(ranks) < 0.5 * seen
             v.culprit_ranks = ranks[:64] if own else []
             all_hosts = set(ctx.doc["job"].get("hosts", {}))
+            share = 0.5
+            if sig is not None and sig.local:
+                # a local fault (its own NIC, port, provider) is the hosts that log that very
+                # line, when some hosts of the job (those the lines name when no rank is tied
+                # to one) do not: logged by every host it is a setup they share
+                hosts = sorted({x.host for x in same if x.fields.get("sig") == sig.id and x.host})
+                all_hosts = all_hosts or {x.host for x in ctx.events if x.host}
+                share = 1.0
             v.culprit_hosts = (
-                hosts if hosts and all_hosts and len(set(hosts)) < 0.5 * len(all_hosts) else []
+                hosts if hosts and all_hosts and len(set(hosts)) < share * len(all_hosts) else []
             )
             v.extra["all_in_collective"] = nccl.get("all_in_collective")
             v.confidence = max(v.confidence, 0.8 if nccl.get("all_in_collective") else 0.6)
