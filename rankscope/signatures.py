@@ -1087,6 +1087,24 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "gloo-interface-no-address",
+        (r"gloo/transport/tcp/device\.cc:[0-9]+\] (?:ifa|rp) != nullptr",),
+        r"device\.cc:\d+\] (?:ifa|rp) != nullptr\. Unable to find address for: (?P<name>\S+)",
+        "Gloo found no address to bind: the interface GLOO_SOCKET_IFNAME names has none on this "
+        "machine (ifa), or the machine's own hostname resolves to nothing usable (rp).",
+        "NETWORK",
+        "crash",
+        "fatal",
+        "Set GLOO_SOCKET_IFNAME to an interface that exists and carries the node's address (ip "
+        "-4 addr); make the hostname resolve to that address (/etc/hosts, the container's).",
+        (
+            "RuntimeError: [enforce fail at /root/pytorch/third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: bond1",
+            "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] rp != nullptr. Unable to find address for: dgx-7.lab",
+        ),
+        0.9,
+        shared=True,
+    ),
+    S(
         "nccl-socket-connect-failed",
         (r"\.h:[0-9]+ (?:NCCL )?WARN (?:Net : )?(?:Call to )?[Cc]onnect(?: to)? ",),
         r"WARN (?:Net : )?(?:Call to )?[Cc]onnect(?: to (?P<peer>\S+))? failed ?: (?P<why>.*)",
