@@ -257,6 +257,30 @@ def _ended_symptoms(ctx: Context) -> list[Event]:
 _PROGRAM_ERROR_KINDS = {"python_exception", "signature", "traceback"}
 
 
+def _network_culprits(
+    ctx: Context, v: Verdict, sig: Any, ranks: list[int], hosts: list[str], same: list[Event]
+) -> None:
+    """A fabric error is seen from both ends (nobody to blame); a local setup failure
+    (``local``: its own NIC, port, provider) that only some ranks or hosts log is theirs."""
+    nccl = ctx.facts.nccl
+    seen = len(ctx.doc["job"].get("ranks_seen") or [])
+    own = sig is not None and sig.local and ranks and len(ranks) < 0.5 * seen
+    v.culprit_ranks = ranks[:64] if own else []
+    all_hosts = set(ctx.doc["job"].get("hosts", {}))
+    share = 0.5
+    if sig is not None and sig.local:
+        # the hosts that log that very line, when some hosts of the job (those the lines
+        # name when no rank is tied to one) do not: logged by every host it is shared setup
+        hosts = sorted({x.host for x in same if x.fields.get("sig") == sig.id and x.host})
+        all_hosts = all_hosts or {x.host for x in ctx.events if x.host}
+        share = 1.0
+    v.culprit_hosts = (
+        hosts if hosts and all_hosts and len(set(hosts)) < share * len(all_hosts) else []
+    )
+    v.extra["all_in_collective"] = nccl.get("all_in_collective")
+    v.confidence = max(v.confidence, 0.8 if nccl.get("all_in_collective") else 0.6)
+
+
 def _same_oom_on_several_ranks(causes: list[dict[str, Any]], e: Event, ranks: list[int]) -> bool:
     """Two or more ranks ran out of CUDA memory asking for the same allocation size."""
     if e.kind != "cuda_oom" or len(ranks) < 2:
@@ -979,7 +1003,6 @@ class VerdictAnalyzer:
         program error, the rank itself otherwise."""
         e: Event = pick["event"]
         cat = pick["category"]
-        same = [c["event"] for c in causes if c["category"] == cat and c["event"].kind == e.kind]
         if cat == "HARDWARE":
             rank_host = ctx.facts.rank_host
             on_host = sorted(r for r, h in rank_host.items() if h in hosts)
@@ -1000,26 +1023,8 @@ class VerdictAnalyzer:
             v.culprit_ranks = ranks or hw_ranks or errs or on_host
             v.culprit_hosts = hosts
         elif cat == "NETWORK":
-            nccl = ctx.facts.nccl
-            seen = len(ctx.doc["job"].get("ranks_seen") or [])
-            # a fabric error is seen from both ends; a local setup failure (``local``) that
-            # only some ranks log is theirs
-            own = sig is not None and sig.local and ranks and len(ranks) < 0.5 * seen
-            v.culprit_ranks = ranks[:64] if own else []
-            all_hosts = set(ctx.doc["job"].get("hosts", {}))
-            share = 0.5
-            if sig is not None and sig.local:
-                # a local fault (its own NIC, port, provider) is the hosts that log that very
-                # line, when some hosts of the job (those the lines name when no rank is tied
-                # to one) do not: logged by every host it is a setup they share
-                hosts = sorted({x.host for x in same if x.fields.get("sig") == sig.id and x.host})
-                all_hosts = all_hosts or {x.host for x in ctx.events if x.host}
-                share = 1.0
-            v.culprit_hosts = (
-                hosts if hosts and all_hosts and len(set(hosts)) < share * len(all_hosts) else []
-            )
-            v.extra["all_in_collective"] = nccl.get("all_in_collective")
-            v.confidence = max(v.confidence, 0.8 if nccl.get("all_in_collective") else 0.6)
+            causes_same = [c["event"] for c in causes if c["category"] == cat]
+            _network_culprits(ctx, v, sig, ranks, hosts, causes_same)
         elif cat == "NUMERICAL" and sig is not None and "rank" in e.fields:
             # a per-rank check named the rank whose own values went non-finite
             v.culprit_ranks = ranks[:64]
