@@ -927,6 +927,29 @@ CATALOGUE: tuple[Signature, ...] = (
         local=True,
     ),
     S(
+        "efa-cuda-memreg-nccl219-libfabric",
+        (
+            r"NET/OFI Unable to register memory \(type = 2\)",
+            r"cuda_set_sync_memops\(\):[0-9]+<warn> Failed to perform cuPointerSetAttribute",
+        ),
+        r"NET/OFI Unable to register memory \(type = 2\) for device (?P<dev>\d+)\. RC: -22"
+        r"|cuda_set_sync_memops\(\):\d+<warn> Failed to perform cuPointerSetAttribute: (?P<why>\S+)",
+        "The OFI plugin could not register a GPU buffer with EFA (EINVAL): the known "
+        "incompatibility of NCCL 2.19+ with the Libfabric of EFA installers before 1.29 (its "
+        "CUDA sync-memops call is not supported), a software version mix, not the fabric.",
+        "SOFTWARE",
+        None,
+        "fatal",
+        "Set FI_EFA_SET_CUDA_SYNC_MEMOPS=0, or upgrade the EFA installer to 1.29+, or use NCCL "
+        "2.18.",
+        (
+            "ip-10-31-40-103:36870:36991 [0] register_mr_buffers:544 NCCL WARN NET/OFI Unable to register memory (type = 2) for device 0. RC: -22, Error: Invalid argument",
+            "libfabric:652244:1713524816::core:core:cuda_set_sync_memops():207<warn> Failed to perform cuPointerSetAttribute: CUDA_ERROR_NOT_SUPPORTED:operation not supported",
+        ),
+        0.85,
+        shared=True,
+    ),
+    S(
         "ofi-request-completed-with-error",
         (r"NET/OFI Request \S+ completed with error",),
         r"NET/OFI Request \S+ completed with error\. RC: (?P<rc>-?\d+)\. Error: (?P<code>-?\d+) \((?P<what>[A-Z_]+)\)",
@@ -956,6 +979,23 @@ CATALOGUE: tuple[Signature, ...] = (
         "aws-ofi-nccl versions and the instance's EFA devices (fi_info -p efa).",
         ("EFA internal error: (4112) Failure to post internal receive buffers",),
         0.6,
+    ),
+    S(
+        "ib-async-port-error",
+        (r"NET/IB ?: (?:\S+ )?Got async event : port error",),
+        r"NET/IB ?: (?:(?P<dev>\S+) )?Got async event : port error",
+        "The InfiniBand port of this process's NIC reported a port error (the link went down or "
+        "flapped): every connection through that port fails after it.",
+        "NETWORK",
+        None,  # a WARN line: the collectives stall or fail after it
+        "error",
+        "Check that node's IB link (ibstat, the port's error counters, the cable and the switch "
+        "port) and drain the node until the link is stable.",
+        (
+            "gpu48:34050:34121 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
+        ),
+        0.9,
+        local=True,
     ),
     S(
         "ib-completion-error",
@@ -1031,6 +1071,24 @@ CATALOGUE: tuple[Signature, ...] = (
         0.5,  # the same words when the peer process exited
     ),
     S(
+        "nccl-socket-create-failed",
+        (r"WARN Socket creation failed : ",),
+        r"WARN Socket creation failed : (?P<why>.+)",
+        "NCCL could not create a socket on the interface it picked: the process has no usable "
+        "IP interface (a container without the host's network, an interface without an "
+        "address of the family NCCL asked for).",
+        "NETWORK",
+        None,  # a WARN line: the call's error return decides how the process ends
+        "error",
+        "Give the container the node's network (host networking) or point NCCL_SOCKET_IFNAME "
+        "at the interface that carries the node's address.",
+        (
+            "4b7d02c9e1f3:2856:2856 [0] include/socket.h:311 WARN Socket creation failed : Address family not supported by protocol",
+        ),
+        0.85,
+        local=True,
+    ),
+    S(
         "nccl-socket-unreachable",
         (r"Net : Connect to ", r"socketPollConnect: Connect to [^ ]+ returned [0-9]+\(No route"),
         r"(?:Net : |socket[A-Z]\w*: )Connect to (?P<peer>\S+) (?:failed : |returned \d+\()(?P<why>No route to host|Network is unreachable)",
@@ -1095,6 +1153,24 @@ CATALOGUE: tuple[Signature, ...] = (
             "  what():  [/opt/conda/conda-bld/pytorch_1544084119927/work/third_party/gloo/gloo/transport/tcp/pair.cc:724] connect [127.0.1.1]:3210: Connection refused",
         ),
         0.85,
+    ),
+    S(
+        "gloo-interface-no-address",
+        (r"gloo/transport/tcp/device\.cc:[0-9]+\] (?:ifa|rp) != nullptr",),
+        r"device\.cc:\d+\] (?:ifa|rp) != nullptr\. Unable to find address for: (?P<name>\S+)",
+        "Gloo found no address to bind: the interface GLOO_SOCKET_IFNAME names has none on this "
+        "machine (ifa), or the machine's own hostname resolves to nothing usable (rp).",
+        "NETWORK",
+        "crash",
+        "fatal",
+        "Set GLOO_SOCKET_IFNAME to an interface that exists and carries the node's address (ip "
+        "-4 addr); make the hostname resolve to that address (/etc/hosts, the container's).",
+        (
+            "RuntimeError: [enforce fail at /root/pytorch/third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: bond1",
+            "RuntimeError: [enforce fail at ../third_party/gloo/gloo/transport/tcp/device.cc:127] rp != nullptr. Unable to find address for: dgx-7.lab",
+        ),
+        0.9,
+        shared=True,
     ),
     S(
         "nccl-socket-connect-failed",
@@ -1363,8 +1439,8 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "nccl-tests-failure",
-        (r"Test NCCL failure \S+:[0-9]+ '", r"Test CUDA failure \S+:[0-9]+"),
-        r"Test NCCL failure (?P<src>\S+) '(?P<why>[^']*)'|Test CUDA failure (?P<csrc>\S+:\d+)",
+        (r"NCCL failure \S+:[0-9]+ '", r"Test CUDA failure \S+:[0-9]+"),
+        r"(?:Test )?NCCL failure (?P<src>\S+) '(?P<why>[^']*)'|Test CUDA failure (?P<csrc>\S+:\d+)",
         "nccl-tests stopped on an NCCL (or CUDA) error and exits: the quoted text is only "
         "NCCL's error class (some releases print 'internal error' whatever failed), the NCCL "
         "WARN line above it names the call that failed; a CUDA failure is the device's own "
@@ -1378,6 +1454,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "gpu-d03: Test NCCL failure common.cu:1012 'internal error - please report this issue to the NCCL developers / '",
             "gpu-r05: Test NCCL failure common.cu:343 'unhandled cuda error'",
             "Test CUDA failure common.cu:1007",
+            "NCCL failure common.cu:874 'unhandled system error'",
         ),
         0.3,
     ),

@@ -109,13 +109,16 @@ _SCHEDULER_ENDS = {"slurm_time_limit", "slurm_cancelled"}
 _RAISED = lazy_compile(
     r"(?:^|[\s:\]>|\"'(])(?:[A-Za-z_][\w.]*(?:Error|Exception)|Exception|[a-z_]\w*\.error)"
     r"(?:: |$)|CUDA error: |\[Errno \d+\] "
+    # the text of the exception ProcessGroupNCCL raises when an NCCL call returns an error,
+    # also when the program prints it itself ("... e= NCCL error in: …")
+    r"|NCCL error in: \S+:\d+, "
 )
 _EXIT_WORDS = lazy_compile(
     r"\bExiting\b|\bexit(?:ed)? (?:with )?(?:code|status)[ :=]*(?!0\b)-?\d|exitcode\s*:?\s*(?!0\b)-?\d"
     r"|core dumped|\bAborted\b"
     r"|terminate called|terminated with exception|being killed|Killed process|OOM Killed"
     r"|oom[-_]kill|\b[Ee]victed\b|killed by signal|: task \d+: Killed|Assertion `.*` failed"
-    r"|Failed, NCCL error|Test NCCL failure"
+    r"|Failed, NCCL error|(?:Test )?NCCL failure \S+:\d+ '"
 )
 # NCCL's CUDACHECK ("Cuda failure '…'") returns ncclUnhandledCudaError from the NCCL call;
 # printed by the process's main thread (NCCL's ``host:pid:tid``, tid = pid) the call was the
@@ -257,6 +260,41 @@ def _ended_symptoms(ctx: Context) -> list[Event]:
 # readings of a raised program/configuration error (not a device fault, a crash in native
 # code or a cross-rank check that names ranks)
 _PROGRAM_ERROR_KINDS = {"python_exception", "signature", "traceback"}
+
+
+def _network_culprits(
+    ctx: Context, v: Verdict, sig: Any, ranks: list[int], hosts: list[str], same: list[Event]
+) -> None:
+    """A fabric error is seen from both ends (nobody to blame); a local setup failure
+    (``local``: its own NIC, port, provider) that only some ranks or hosts log is theirs."""
+    nccl = ctx.facts.nccl
+    seen = len(ctx.doc["job"].get("ranks_seen") or [])
+    own = sig is not None and sig.local and ranks and len(ranks) < 0.5 * seen
+    v.culprit_ranks = ranks[:64] if own else []
+    all_hosts = set(ctx.doc["job"].get("hosts", {}))
+    share = 0.5
+    if sig is not None and sig.local:
+        # the hosts that log that very line, when some hosts of the job (those the lines
+        # name when no rank is tied to one) do not: logged by every host it is shared setup
+        hosts = sorted({x.host for x in same if x.fields.get("sig") == sig.id and x.host})
+        all_hosts = all_hosts or {x.host for x in ctx.events if x.host}
+        share = 1.0
+    v.culprit_hosts = (
+        hosts if hosts and all_hosts and len(set(hosts)) < share * len(all_hosts) else []
+    )
+    v.extra["all_in_collective"] = nccl.get("all_in_collective")
+    v.confidence = max(v.confidence, 0.8 if nccl.get("all_in_collective") else 0.6)
+
+
+def _same_oom_on_several_ranks(causes: list[dict[str, Any]], e: Event, ranks: list[int]) -> bool:
+    """Two or more ranks ran out of CUDA memory asking for the same allocation size."""
+    if e.kind != "cuda_oom" or len(ranks) < 2:
+        return False
+    ooms = [
+        c["event"] for c in causes if c["event"].kind == "cuda_oom" and c["event"].rank in ranks
+    ]
+    tried = {x.fields.get("tried") for x in ooms}
+    return len({x.rank for x in ooms}) >= 2 and len(tried) == 1 and None not in tried
 
 
 def _same_on_every_rank(e: Event) -> bool:
@@ -1019,18 +1057,8 @@ class VerdictAnalyzer:
             v.culprit_ranks = ranks or hw_ranks or errs or on_host
             v.culprit_hosts = hosts
         elif cat == "NETWORK":
-            nccl = ctx.facts.nccl
-            seen = len(ctx.doc["job"].get("ranks_seen") or [])
-            # a fabric error is seen from both ends; a local setup failure (``local``) that
-            # only some ranks log is theirs
-            own = sig is not None and sig.local and ranks and len(ranks) < 0.5 * seen
-            v.culprit_ranks = ranks[:64] if own else []
-            all_hosts = set(ctx.doc["job"].get("hosts", {}))
-            v.culprit_hosts = (
-                hosts if hosts and all_hosts and len(set(hosts)) < 0.5 * len(all_hosts) else []
-            )
-            v.extra["all_in_collective"] = nccl.get("all_in_collective")
-            v.confidence = max(v.confidence, 0.8 if nccl.get("all_in_collective") else 0.6)
+            causes_same = [c["event"] for c in causes if c["category"] == cat]
+            _network_culprits(ctx, v, sig, ranks, hosts, causes_same)
         elif cat == "NUMERICAL" and sig is not None and "rank" in e.fields:
             # a per-rank check named the rank whose own values went non-finite
             v.culprit_ranks = ranks[:64]
@@ -1046,7 +1074,9 @@ class VerdictAnalyzer:
             # the rank whose output shows it is only the one that was printed; likewise a
             # collective mismatch both sides report without a majority (odd_one_out.py)
             v.culprit_ranks, v.culprit_hosts = [], []
-        elif cat in ("NUMERICAL", "INFRA"):
+        elif cat in ("NUMERICAL", "INFRA") or _same_oom_on_several_ranks(causes, e, ranks):
+            # several ranks failing the very same allocation: the model and batch do not fit
+            # any GPU of the job (its memory budget), no rank is the one at fault
             v.culprit_ranks = []
             node_named = e.kind == "node_fail" or ("sig" in e.fields and "host" in e.fields)
             v.culprit_hosts = hosts if cat == "INFRA" and node_named else []
