@@ -49,8 +49,9 @@ class Signature:
     # the cause is a limit or setting every rank shares (the container's /dev/shm, a build):
     # the rank whose output shows the line is not a culprit of its own
     shared: bool = False
-    # a network failure in the logging process's own setup (its provider, device or verbs
-    # library), not on a link to a peer: the ranks that log it are the culprits
+    # a failure in the logging process's own setup (its provider, device or verbs library)
+    # or its own values (autograd's anomaly check on the local graph), not on a link to a
+    # peer: the ranks that log it are the culprits when not every rank does
     local: bool = False
     rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
@@ -286,10 +287,9 @@ CATALOGUE: tuple[Signature, ...] = (
             r"Loss is (?:Infinity|NaN|nan|inf)",
             r"[Ll]oss(?:_[a-z]+)? +(?:nan|NaN|inf)\b",
             r"Loss became infinite or NaN",
-            r"returned nan values in its",
         ),
-        r"(?P<metric>'loss'|Loss is|[Ll]oss(?:_[a-z]+)?|Loss became infinite or NaN|returned nan values)",
-        "The loss (or a backward function, under anomaly detection) produced NaN/Inf.",
+        r"(?P<metric>'loss'|Loss is|[Ll]oss(?:_[a-z]+)?|Loss became infinite or NaN)",
+        "The loss produced NaN/Inf.",
         "NUMERICAL",
         "diverge",
         "error",
@@ -299,9 +299,25 @@ CATALOGUE: tuple[Signature, ...] = (
             "2018-07-15 16:11:46 INFO  DistriOptimizer$:295 - [Epoch 64 740096/1281167][Iteration 45459][Wall Clock 197340.717246379s] Train 1792 in 4.006890034seconds. Throughput is 447.22968 records/second. Loss is Infinity. Current learning rate is 0.046281366472703075. Current weight decay is 1.0E-4. Current momentum is 0.9.",
             "FloatingPointError: Loss became infinite or NaN at iteration=0!",
             "Iter 100 | lr 1.00E-03 | loss_tot nan | loss_sla 60213.42 | loss_da 16.607977 | loss_entry 0.0 | loss_exit 0.0 | l1 0.56 | ce 60212.85 | wd_loss: 69.24",
-            "RuntimeError: Function 'LogSoftmaxBackward' returned nan values in its 0th output. ",
         ),
         0.9,
+    ),
+    S(
+        "anomaly-backward-nonfinite",
+        (r"returned nan values in its",),
+        r"Function '(?P<fn>\w+)' returned nan values in its",
+        "Under autograd anomaly detection a backward function of this process's own graph "
+        "produced NaN/Inf (before any gradient reduction).",
+        "NUMERICAL",
+        "diverge",
+        "error",
+        "Find the first non-finite step; check inputs of that batch, the LR schedule and mixed precision.",
+        (
+            "RuntimeError: Function 'LogSoftmaxBackward' returned nan values in its 0th output. ",
+            "[rank6]: RuntimeError: Function 'Log1PBackward0' returned nan values in its 0th output.",
+        ),
+        0.9,
+        local=True,
     ),
     # --- DATA ----------------------------------------------------------------------
     S(
