@@ -51,8 +51,9 @@ class Signature:
     # the cause is a limit or setting every rank shares (the container's /dev/shm, a build):
     # the rank whose output shows the line is not a culprit of its own
     shared: bool = False
-    # a network failure in the logging process's own setup (its provider, device or verbs
-    # library), not on a link to a peer: the ranks that log it are the culprits
+    # a failure in the logging process's own setup (its provider, device or verbs library)
+    # or its own values (autograd's anomaly check on the local graph), not on a link to a
+    # peer: the ranks that log it are the culprits when not every rank does
     local: bool = False
     rx: re.Pattern[str] = field(init=False, repr=False, compare=False)
 
@@ -289,9 +290,10 @@ CATALOGUE: tuple[Signature, ...] = (
         "grad-norm-nonfinite",
         (
             "grad[_ ]norm[\"']?:? *[\"']?(?:nan|inf|NaN|Inf)\\b",
+            r"[Gg]rad norm is (?:nan|inf)\b",
             r"nan/inf/spiky gradient",
         ),
-        "grad[_ ]norm[\"']?:? *[\"']?(?P<v>nan|inf|NaN|Inf)\\b|nan/inf/spiky gradient",
+        "grad[_ ]norm(?: is|[\"']?:?) *[\"']?(?P<v>nan|inf|NaN|Inf)\\b|nan/inf/spiky gradient",
         "The gradient norm is NaN/Inf: the step's gradients are not finite.",
         "NUMERICAL",
         "diverge",
@@ -301,6 +303,8 @@ CATALOGUE: tuple[Signature, ...] = (
             " iteration     5424/  250000 | consumed samples:        43392 | consumed tokens:     88866816 | elapsed time per iteration (ms): 4251.3 | learning rate: 2.999E-04 | global batch size:     8 | loss scale: 1.0 | grad norm: nan | actual seqlen:  2048 | number of skipped iterations:   0 | number of nan iterations:   0 | samples per second: 1.881 | TFLOPs: 78.29 |",
             "Training:  78%|███████▊  | 1556/2000 [6:15:28<1:55:17, 15.58s/step]2026-07-18 06:19:20,889 - trainers.dit_trainer - WARNING - Step 1557: detected nan/inf/spiky gradient (norm=2.1966569423675537); skipping optimizer step.",
             "{'loss': 153318.95, 'grad_norm': nan, 'learning_rate': 0.0002, 'epoch': 0.09}",
+            "[asr-gpu03] 2021-04-23 19:22:52,420 (trainer:581) WARNING: The grad norm is nan. Skipping updating the model.",
+            "[2025-10-29 23:59:01,773][root][WARNING] - The grad norm is nan. Skipping updating the model.",
         ),
         0.85,
     ),
@@ -311,10 +315,9 @@ CATALOGUE: tuple[Signature, ...] = (
             r"Loss is (?:Infinity|NaN|nan|inf)",
             r"[Ll]oss(?:_[a-z]+)? +(?:nan|NaN|inf)\b",
             r"Loss became infinite or NaN",
-            r"returned nan values in its",
         ),
-        r"(?P<metric>'loss'|Loss is|[Ll]oss(?:_[a-z]+)?|Loss became infinite or NaN|returned nan values)",
-        "The loss (or a backward function, under anomaly detection) produced NaN/Inf.",
+        r"(?P<metric>'loss'|Loss is|[Ll]oss(?:_[a-z]+)?|Loss became infinite or NaN)",
+        "The loss produced NaN/Inf.",
         "NUMERICAL",
         "diverge",
         "error",
@@ -324,9 +327,25 @@ CATALOGUE: tuple[Signature, ...] = (
             "2018-07-15 16:11:46 INFO  DistriOptimizer$:295 - [Epoch 64 740096/1281167][Iteration 45459][Wall Clock 197340.717246379s] Train 1792 in 4.006890034seconds. Throughput is 447.22968 records/second. Loss is Infinity. Current learning rate is 0.046281366472703075. Current weight decay is 1.0E-4. Current momentum is 0.9.",
             "FloatingPointError: Loss became infinite or NaN at iteration=0!",
             "Iter 100 | lr 1.00E-03 | loss_tot nan | loss_sla 60213.42 | loss_da 16.607977 | loss_entry 0.0 | loss_exit 0.0 | l1 0.56 | ce 60212.85 | wd_loss: 69.24",
-            "RuntimeError: Function 'LogSoftmaxBackward' returned nan values in its 0th output. ",
         ),
         0.9,
+    ),
+    S(
+        "anomaly-backward-nonfinite",
+        (r"returned nan values in its",),
+        r"Function '(?P<fn>\w+)' returned nan values in its",
+        "Under autograd anomaly detection a backward function of this process's own graph "
+        "produced NaN/Inf (before any gradient reduction).",
+        "NUMERICAL",
+        "diverge",
+        "error",
+        "Find the first non-finite step; check inputs of that batch, the LR schedule and mixed precision.",
+        (
+            "RuntimeError: Function 'LogSoftmaxBackward' returned nan values in its 0th output. ",
+            "[rank6]: RuntimeError: Function 'Log1PBackward0' returned nan values in its 0th output.",
+        ),
+        0.9,
+        local=True,
     ),
     # --- DATA ----------------------------------------------------------------------
     S(

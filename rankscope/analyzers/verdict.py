@@ -306,6 +306,14 @@ def _same_on_every_rank(e: Event) -> bool:
     return e.kind in _PROGRAM_ERROR_KINDS and not names_rank
 
 
+def _local_few(ctx: Context, sig: Any, ranks: list[int]) -> bool:
+    """A signature about the logging process's own state (``local``) logged by fewer than
+    half of the job's ranks: those ranks are where it happened, not every rank alike."""
+    job = ctx.doc["job"]
+    world = max(len(job.get("ranks_seen") or []), job.get("world_size") or 0, 2)
+    return bool(sig.local and ranks and len(ranks) < 0.5 * world)
+
+
 def _mutual_mismatch(ctx: Context) -> bool:
     """Two ranks each report the other in a different collective (``Rank 1 is running …, but
     Rank 7 is running …`` and ``Rank 7 is running …, but Rank 1 …``): both sides of one
@@ -1059,8 +1067,13 @@ class VerdictAnalyzer:
         elif cat == "NETWORK":
             causes_same = [c["event"] for c in causes if c["category"] == cat]
             _network_culprits(ctx, v, sig, ranks, hosts, causes_same)
-        elif cat == "NUMERICAL" and sig is not None and "rank" in e.fields:
-            # a per-rank check named the rank whose own values went non-finite
+        elif (
+            cat == "NUMERICAL"
+            and sig is not None
+            and ("rank" in e.fields or _local_few(ctx, sig, ranks))
+        ):
+            # a per-rank check named (or, for a check of the local graph only some ranks
+            # logged, printed under) the rank whose own values went non-finite
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = hosts
         elif (
