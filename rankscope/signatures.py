@@ -533,6 +533,26 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "openacc-ecc-uncorrectable",
+        (
+            r"Accelerator Fatal Error: call to [A-Za-z_0-9]+ returned error [0-9]+ \(CUDA_ERROR_ECC_UNCORRECTABLE\)",
+        ),
+        r"Accelerator Fatal Error: call to (?P<call>\w+) returned error (?P<code>\d+) "
+        r"\(CUDA_ERROR_ECC_UNCORRECTABLE\)",
+        "The NVHPC OpenACC/OpenMP runtime got an uncorrectable ECC error from the CUDA driver "
+        "and aborts the program: the GPU's memory is failing (every job placed on that GPU "
+        "fails the same way).",
+        "HARDWARE",
+        "crash",
+        "fatal",
+        "Drain the node (or exclude it from the job's node list) and have its GPU checked "
+        "(nvidia-smi -q -d ECC, dcgmi diag -r 3); rerun elsewhere.",
+        (
+            "Accelerator Fatal Error: call to cuCtxCreate returned error 214 (CUDA_ERROR_ECC_UNCORRECTABLE): uncorrectable ECC error encountered",
+        ),
+        0.95,
+    ),
+    S(
         "pcie-aer",
         (r"PCIe Bus Error: severity=",),
         r"(?P<port>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d): PCIe Bus Error: severity=(?P<severity>\w+(?: \([\w-]+\))?), type=(?P<type>[^,]+)",

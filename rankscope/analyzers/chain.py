@@ -153,12 +153,26 @@ def _trigger_steps(
             break
 
 
-def _collective_hangs(steps: _Steps, h0: Event, hang_start: datetime | None) -> None:
+def _collective_hangs(
+    steps: _Steps, h0: Event, hang_start: datetime | None, hang: list[Event]
+) -> None:
     f = h0.fields
     what = f"collective {f.get('op', '')} seq {f.get('seq', '?')} hung".replace("  ", " ")
     if hang_start:
         what += f" (started {iso_out(hang_start)}, timed out after {(f.get('timeout_ms') or f.get('ran_ms')) / 1000:.0f} s)"
-    steps.add("collective_hangs", h0, what)
+    # the same collective as the other ranks' watchdogs saw it, one line per rank
+    seen = {h0.rank}
+    same: list[Event] = []
+    for e in hang:
+        if (
+            e.rank not in seen
+            and "seq" in f
+            and e.fields.get("seq") == f.get("seq")
+            and e.fields.get("op") == f.get("op")
+        ):
+            seen.add(e.rank)
+            same.append(e)
+    steps.add("collective_hangs", h0, what, extra=same[:3])
 
 
 def _watchdogs_fire(
@@ -246,7 +260,7 @@ class ChainAnalyzer:
         self._leaves_loop(ctx, steps, ordered, trigger)
         # 3. collective hangs, 4. watchdogs fire, 5. processes taken down
         if h0 is not None:
-            _collective_hangs(steps, h0, hang_start)
+            _collective_hangs(steps, h0, hang_start, hang)
         _watchdogs_fire(ctx, steps, ordered)
         _taken_down(steps, ordered, t_of)
         facts = ctx.facts.chain = ChainFacts(

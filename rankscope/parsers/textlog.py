@@ -51,6 +51,7 @@ GENERIC_KINDS = {
     "python_exception",
     "traceback",
     "cuda_error",
+    "ecc_error",  # what a runtime did on it (the NVHPC runtime aborts) is the signature's
     "nccl_warn",
     "nccl_error",
     "network_error",
