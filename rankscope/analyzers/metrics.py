@@ -92,7 +92,7 @@ class MetricsAnalyzer:
 
     def _nan(self, ctx: Context, m: Any, samples: dict[int, tuple[str, dict[str, Any]]]) -> None:
         loss = m.numpy("loss").astype(float)
-        valid = m.table.column("loss").is_valid().to_numpy(zero_copy_only=False)
+        valid = m.valid("loss")
         bad = np.isinf(loss) | (np.isnan(loss) & valid)
         if not bad.any():
             return
