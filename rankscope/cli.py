@@ -27,6 +27,7 @@ from . import ENGINE_VERSION
 from .metrics import MetricsTable
 from .model import Options, ParseResult
 from .parsers import parse_artifact, parser_for
+from .parsers.newlines import SIMD_BYTES
 from .pipeline import analyze
 from .render import render_markdown, render_text
 from .scan import get_scanner, prepare_literal_sets, set_scanner
@@ -73,8 +74,13 @@ def parse_paths(
     get_scanner()
     parser_for("rank_log")
     prepare_literal_sets()
+    sizes = [_size(path) for path, _name in files]
+    if max(sizes) >= SIMD_BYTES:
+        # a chunk this big has its newlines counted with numpy: imported once here rather
+        # than in every worker at its first big file (~60 ms of CPU each)
+        import numpy  # noqa: F401
     # largest files first, so no worker is left alone with a big one at the end
-    order = sorted(range(len(files)), key=lambda i: -_size(files[i][0]))
+    order = sorted(range(len(files)), key=lambda i: -sizes[i])
     ctx = get_context("fork") if "fork" in get_all_start_methods() else get_context()
     with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
         done = pool.map(

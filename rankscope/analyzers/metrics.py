@@ -53,6 +53,8 @@ def _ev(samples: dict[int, tuple[str, dict[str, Any]]], rank: int, which: str) -
 
 
 def _median_by(keys: np.ndarray, values: np.ndarray) -> dict[Any, float]:
+    """``{key: np.median(its values)}`` over the values that are not NaN, for all keys at once
+    (one ``np.median`` a key cost ~25 µs); the same arithmetic, so the same floats."""
     out: dict[Any, float] = {}
     ok = ~np.isnan(values)
     keys, values = keys[ok], values[ok]
@@ -60,9 +62,14 @@ def _median_by(keys: np.ndarray, values: np.ndarray) -> dict[Any, float]:
         return out
     order = np.argsort(keys, kind="stable")
     keys, values = keys[order], values[order]
-    bounds = np.flatnonzero(keys[1:] != keys[:-1]) + 1
-    for k, v in zip(np.split(keys, bounds), np.split(values, bounds), strict=True):
-        out[k[0].item() if hasattr(k[0], "item") else k[0]] = float(np.median(v))
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    n = np.diff(np.append(starts, keys.size))
+    v = values[np.lexsort((values, np.repeat(np.arange(starts.size), n)))]
+    mid = starts + n // 2
+    # an odd count: the middle value; an even one: the mean of the two middle values
+    med = np.where(n % 2 == 1, v[mid], (v[mid - 1] + v[mid]) / 2)
+    for k, m in zip(keys[starts], med.tolist(), strict=True):
+        out[k.item() if hasattr(k, "item") else k] = m
     return out
 
 
@@ -92,7 +99,7 @@ class MetricsAnalyzer:
 
     def _nan(self, ctx: Context, m: Any, samples: dict[int, tuple[str, dict[str, Any]]]) -> None:
         loss = m.numpy("loss").astype(float)
-        valid = m.table.column("loss").is_valid().to_numpy(zero_copy_only=False)
+        valid = m.valid("loss")
         bad = np.isinf(loss) | (np.isnan(loss) & valid)
         if not bad.any():
             return

@@ -31,7 +31,7 @@ def _series(m: Any, col: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(steps, values, row indices) of ``col`` averaged per step, sorted by step (row = first of that step)."""
     steps = m.numpy("step").astype(float)
     vals = m.numpy(col).astype(float)
-    valid = m.table.column(col).is_valid().to_numpy(zero_copy_only=False)
+    valid = m.valid(col)
     keep = valid & ~np.isnan(steps)
     steps, vals, rows = steps[keep], vals[keep], np.flatnonzero(keep)
     if steps.size == 0:
@@ -61,7 +61,7 @@ def _with_null_runs(
     """CSV readers turn ``nan`` into null: a loss that is null from some step to the end, after
     finite values, on rows that still have a step, is read as NaN from that step."""
     all_steps = m.numpy("step").astype(float)
-    valid = m.table.column("loss").is_valid().to_numpy(zero_copy_only=False)
+    valid = m.valid("loss")
     if valid.all() or not valid.any():
         return steps, loss, rows
     last_valid_step = float(np.nanmax(all_steps[valid]))

@@ -160,17 +160,31 @@ def _fill_places(ctx: Context, fr: Frame) -> None:
 
 
 def _group_median(keys: np.ndarray, values: np.ndarray, q: float = 50) -> dict[int, float]:
+    """``{key: np.percentile(values of that key, q)}`` over the finite pairs, computed for all
+    keys at once (one ``np.percentile`` a key cost ~25 µs: ~1,000 ranks or steps a call)."""
     ok = np.isfinite(values) & np.isfinite(keys)
     k, v = keys[ok].astype(np.int64), values[ok]
     if k.size == 0:
         return {}
-    order = np.argsort(k, kind="stable")
+    order = np.lexsort((v, k))  # by key, then each key's values in ascending order
     k, v = k[order], v[order]
-    bounds = np.flatnonzero(np.diff(k)) + 1
-    return {
-        int(kk[0]): float(np.percentile(vv, q))
-        for kk, vv in zip(np.split(k, bounds), np.split(v, bounds), strict=True)
-    }
+    starts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+    return dict(zip(k[starts].tolist(), sorted_percentile(v, starts, q).tolist(), strict=True))
+
+
+def sorted_percentile(v: np.ndarray, starts: np.ndarray, q: float) -> np.ndarray:
+    """Per group of ``v`` (groups start at ``starts``, each sorted ascending), the ``q``-th
+    percentile with the arithmetic of ``np.percentile``'s default (linear) method: the
+    same index, weight and interpolation, so the same float to the last bit."""
+    n = np.diff(np.append(starts, v.size))
+    virtual = (n - 1) * (q / 100)
+    above = virtual >= n - 1
+    below = np.floor(virtual).astype(np.int64)
+    gamma = virtual - np.where(above, -1, below)  # numpy's index is -1 past the last value
+    a = v[starts + np.where(above, n - 1, below)]
+    b = v[starts + np.where(above, n - 1, below + 1)]
+    diff = b - a
+    return np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
 
 
 def change_point(y: np.ndarray) -> tuple[int, float, float] | None:

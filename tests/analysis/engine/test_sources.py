@@ -50,3 +50,29 @@ def test_garbage_behind_an_archive_magic_is_one_unreadable_artifact(tmp_path: Pa
     assert [r.name for r in results] == ["logs.zip", "rank_0.log"]
     assert "archive unreadable" in (results[0].error or "")
     assert results[1].error is None
+
+
+def test_iter_files_lists_in_os_walk_order_without_links(tmp_path: Path) -> None:
+    """Files of a folder by name, then its folders by name; links (to files or to folders)
+    skipped and not followed; names relative to the given folder's own name."""
+    job = tmp_path / "job"
+    for rel in ("b.log", "A.log", "sub/z.log", "sub/deeper/x.log", "Sub2/y.log"):
+        (job / rel).parent.mkdir(parents=True, exist_ok=True)
+        (job / rel).write_text("x\n")
+    (job / "link.log").symlink_to(job / "b.log")
+    (job / "sub" / "to-sub2").symlink_to(job / "Sub2")
+    want = []
+    for root, dirs, files in os.walk(job, followlinks=False):
+        dirs.sort()
+        for fn in sorted(files):
+            fp = Path(root) / fn
+            if not fp.is_symlink() and fp.is_file():
+                want.append((str(Path(job.name) / fp.relative_to(job)), fp))
+    assert list(sources.iter_files([job])) == want
+    assert [n for n, _ in want] == [
+        "job/A.log",
+        "job/b.log",
+        "job/Sub2/y.log",
+        "job/sub/z.log",
+        "job/sub/deeper/x.log",
+    ]
