@@ -665,6 +665,25 @@ CATALOGUE: tuple[Signature, ...] = (
         shared=True,
     ),
     S(
+        "tensorstore-file-lock-refused",
+        (r"Failed to acquire lock on file",),
+        r"Failed to acquire lock on file: (?P<path>\S+) \[OS error: (?P<oserr>[^\]]+)\]",
+        "TensorStore (the checkpoint writer under T5X, Orbax and JAX) could not lock a file it "
+        "writes: the file system refuses or does not implement the POSIX lock it takes (some "
+        "GPFS, NFS, Lustre or FUSE mounts).",
+        "STORAGE_IO",
+        "crash",
+        "fatal",
+        "Checkpoint to a file system with working file locks (or enable them on the mount); "
+        "a newer TensorStore falls back to flock.",
+        (
+            'ValueError: Error opening "zarr" driver: Error writing local file "/gpfs/scratch/user1/t5_run/pretrain/checkpoint_100.tmp-1650949633/state.param_states.decoder.layers_0.pre_cross_attention_layer_norm.scale.v/.zarray": Failed to acquire lock on file: /gpfs/scratch/user1/t5_run/pretrain/checkpoint_100.tmp-1650949633/state.param_states.decoder.layers_0.pre_cross_attention_layer_norm.scale.v/.zarray.__lock [OS error: Invalid argument]',
+            "ValueError: FAILED_PRECONDITION: Error writing local file \"/home/user1/lab/runs/test/working_directories/1/actor_params.orbax-checkpoint-tmp-1695894959581296/_sharding\": Failed to acquire lock on file: /home/user1/lab/runs/test/working_directories/1/actor_params.orbax-checkpoint-tmp-1695894959581296/_sharding.__lock [OS error: Function not implemented] [source locations='tensorstore/kvstore/file/file_key_value_store.cc:676\\ntensorstore/kvstore/kvstore.cc:268']",
+        ),
+        0.85,
+        shared=True,
+    ),
+    S(
         "checkpoint-truncated",
         (
             r"failed finding central directory",
