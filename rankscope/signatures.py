@@ -936,6 +936,26 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "container-runtime-start-failed",
+        (
+            r"OCI runtime (?:create|exec) failed",
+            r"nvidia-container-cli(?:\.real)?: initialization error",
+        ),
+        r"nvidia-container-cli(?:\.real)?: initialization error: (?P<detail>[\w :.,'-]+)"
+        r"|OCI runtime (?P<op>create|exec) failed",
+        "The container runtime could not start the job's container (the OCI runtime or the "
+        "NVIDIA prestart hook failed): the training program never ran on that node.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Repair the node's container GPU runtime (driver and nvidia-container-toolkit install; "
+        "`nvidia-container-cli -k -d /dev/tty info`, restart the daemon) or run elsewhere.",
+        (
+            'docker: Error response from daemon: OCI runtime create failed: container_linux.go:345: starting container process caused "process_linux.go:424: container init caused \\"process_linux.go:407: running prestart hook 1 caused \\\\\\"error running hook: exit status 1, stdout: , stderr: exec command: [/usr/bin/nvidia-container-cli --load-kmods configure --ldconfig=@/sbin/ldconfig.real --device=all --compute --utility --require=cuda>=9.0 --pid=27514 /var/lib/docker/overlay2/5c0f2e9a81d47b3e6a0c9d2f1e8b7a64c3d5e2f1a0b9c8d7e6f5a4b3c2d1e0f9/merged]\\\\\\\\nnvidia-container-cli: initialization error: driver error: failed to process request\\\\\\\\n\\\\\\"\\"": unknown.',
+        ),
+        0.85,
+    ),
+    S(
         "ib-memlock-limit",
         (
             r"ibv_reg_mr[a-z0-9_]* failed with error Cannot allocate memory",
