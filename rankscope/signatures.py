@@ -920,8 +920,10 @@ CATALOGUE: tuple[Signature, ...] = (
         "k8s-evicted",
         (r"Evicted  ", r"The node was low on resource", r"The node had condition: \["),
         # a pod listing with the node column before the kubelet's message ("Evicted
-        # <node> Pod The node had condition: […]") names the node
-        r"Evicted +(?P<host>[\w.-]+) +Pod The node|low on resource: (?P<resource>[\w-]+)"
+        # <node> Pod The node had condition: […]") names the node, and so does an events
+        # listing's SOURCE column ("Evicted kubelet, <node> The node was low on …")
+        r"Evicted +(?:kubelet, )?(?P<host>[\w.-]+) +(?:Pod )?The node"
+        r"|low on resource: (?P<resource>[\w-]+)"
         r"|The node had condition: \[(?P<cond>\w+)\]|Evicted",
         "Kubernetes evicted the pod (node pressure on memory/disk).",
         "INFRA",
@@ -932,6 +934,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "4m11s       Warning   Evicted               pod/egg-5c8b7f4d9-t6wzn    The node was low on resource: memory. Container egg was using 5053216Ki, which exceeds its request of 0.",
             "4m7s        Warning   Evicted               pod/egg-5c8b7f4d9-h3jvb    The node had condition: [MemoryPressure].",
             "log-cluster-train-default-0-classifier-7c9d5e4fvkc4t   ml-team-ws                                         Evicted   rk-07-09-compute   Pod The node had condition: [DiskPressure]. ",
+            "2m          2m           1         jupyter-user1.1563b7d2a0c4e9f1   Pod                                     Warning   Evicted   kubelet, gke-kf-cluster-default-pool-5e1c9a2b-q7xd   The node was low on resource: memory.",
         ),
         0.85,
     ),
