@@ -1689,7 +1689,14 @@ _STORE = (
     r"|endpoint URL)\b"
 )
 EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
-    E((), r"No space left on device|\[Errno 28\]|ENOSPC", "STORAGE_IO", 0.85, "ENOSPC: disk full"),
+    # datasets checks free space itself before preparing: "OSError: Not enough disk space."
+    E(
+        (),
+        r"No space left on device|\[Errno 28\]|ENOSPC|Not enough disk space",
+        "STORAGE_IO",
+        0.85,
+        "ENOSPC: disk full",
+    ),
     E(
         (),
         r"Input/output error|\[Errno 5\]|Stale file handle|\[Errno 116\]|[Dd]isk quota exceeded|"
