@@ -665,6 +665,25 @@ CATALOGUE: tuple[Signature, ...] = (
         shared=True,
     ),
     S(
+        "tensorstore-file-lock-refused",
+        (r"Failed to acquire lock on file",),
+        r"Failed to acquire lock on file: (?P<path>\S+) \[OS error: (?P<oserr>[^\]]+)\]",
+        "TensorStore (the checkpoint writer under T5X, Orbax and JAX) could not lock a file it "
+        "writes: the file system refuses or does not implement the POSIX lock it takes (some "
+        "GPFS, NFS, Lustre or FUSE mounts).",
+        "STORAGE_IO",
+        "crash",
+        "fatal",
+        "Checkpoint to a file system with working file locks (or enable them on the mount); "
+        "a newer TensorStore falls back to flock.",
+        (
+            'ValueError: Error opening "zarr" driver: Error writing local file "/gpfs/scratch/user1/t5_run/pretrain/checkpoint_100.tmp-1650949633/state.param_states.decoder.layers_0.pre_cross_attention_layer_norm.scale.v/.zarray": Failed to acquire lock on file: /gpfs/scratch/user1/t5_run/pretrain/checkpoint_100.tmp-1650949633/state.param_states.decoder.layers_0.pre_cross_attention_layer_norm.scale.v/.zarray.__lock [OS error: Invalid argument]',
+            "ValueError: FAILED_PRECONDITION: Error writing local file \"/home/user1/lab/runs/test/working_directories/1/actor_params.orbax-checkpoint-tmp-1695894959581296/_sharding\": Failed to acquire lock on file: /home/user1/lab/runs/test/working_directories/1/actor_params.orbax-checkpoint-tmp-1695894959581296/_sharding.__lock [OS error: Function not implemented] [source locations='tensorstore/kvstore/file/file_key_value_store.cc:676\\ntensorstore/kvstore/kvstore.cc:268']",
+        ),
+        0.85,
+        shared=True,
+    ),
+    S(
         "checkpoint-truncated",
         (
             r"failed finding central directory",
@@ -901,8 +920,10 @@ CATALOGUE: tuple[Signature, ...] = (
         "k8s-evicted",
         (r"Evicted  ", r"The node was low on resource", r"The node had condition: \["),
         # a pod listing with the node column before the kubelet's message ("Evicted
-        # <node> Pod The node had condition: […]") names the node
-        r"Evicted +(?P<host>[\w.-]+) +Pod The node|low on resource: (?P<resource>[\w-]+)"
+        # <node> Pod The node had condition: […]") names the node, and so does an events
+        # listing's SOURCE column ("Evicted kubelet, <node> The node was low on …")
+        r"Evicted +(?:kubelet, )?(?P<host>[\w.-]+) +(?:Pod )?The node"
+        r"|low on resource: (?P<resource>[\w-]+)"
         r"|The node had condition: \[(?P<cond>\w+)\]|Evicted",
         "Kubernetes evicted the pod (node pressure on memory/disk).",
         "INFRA",
@@ -913,6 +934,27 @@ CATALOGUE: tuple[Signature, ...] = (
             "4m11s       Warning   Evicted               pod/egg-5c8b7f4d9-t6wzn    The node was low on resource: memory. Container egg was using 5053216Ki, which exceeds its request of 0.",
             "4m7s        Warning   Evicted               pod/egg-5c8b7f4d9-h3jvb    The node had condition: [MemoryPressure].",
             "log-cluster-train-default-0-classifier-7c9d5e4fvkc4t   ml-team-ws                                         Evicted   rk-07-09-compute   Pod The node had condition: [DiskPressure]. ",
+            "2m          2m           1         jupyter-user1.1563b7d2a0c4e9f1   Pod                                     Warning   Evicted   kubelet, gke-kf-cluster-default-pool-5e1c9a2b-q7xd   The node was low on resource: memory.",
+        ),
+        0.85,
+    ),
+    S(
+        "container-runtime-start-failed",
+        (
+            r"OCI runtime (?:create|exec) failed",
+            r"nvidia-container-cli(?:\.real)?: initialization error",
+        ),
+        r"nvidia-container-cli(?:\.real)?: initialization error: (?P<detail>[\w :.,'-]+)"
+        r"|OCI runtime (?P<op>create|exec) failed",
+        "The container runtime could not start the job's container (the OCI runtime or the "
+        "NVIDIA prestart hook failed): the training program never ran on that node.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Repair the node's container GPU runtime (driver and nvidia-container-toolkit install; "
+        "`nvidia-container-cli -k -d /dev/tty info`, restart the daemon) or run elsewhere.",
+        (
+            'docker: Error response from daemon: OCI runtime create failed: container_linux.go:345: starting container process caused "process_linux.go:424: container init caused \\"process_linux.go:407: running prestart hook 1 caused \\\\\\"error running hook: exit status 1, stdout: , stderr: exec command: [/usr/bin/nvidia-container-cli --load-kmods configure --ldconfig=@/sbin/ldconfig.real --device=all --compute --utility --require=cuda>=9.0 --pid=27514 /var/lib/docker/overlay2/5c0f2e9a81d47b3e6a0c9d2f1e8b7a64c3d5e2f1a0b9c8d7e6f5a4b3c2d1e0f9/merged]\\\\\\\\nnvidia-container-cli: initialization error: driver error: failed to process request\\\\\\\\n\\\\\\"\\"": unknown.',
         ),
         0.85,
     ),
@@ -1647,7 +1689,14 @@ _STORE = (
     r"|endpoint URL)\b"
 )
 EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
-    E((), r"No space left on device|\[Errno 28\]|ENOSPC", "STORAGE_IO", 0.85, "ENOSPC: disk full"),
+    # datasets checks free space itself before preparing: "OSError: Not enough disk space."
+    E(
+        (),
+        r"No space left on device|\[Errno 28\]|ENOSPC|Not enough disk space",
+        "STORAGE_IO",
+        0.85,
+        "ENOSPC: disk full",
+    ),
     E(
         (),
         r"Input/output error|\[Errno 5\]|Stale file handle|\[Errno 116\]|[Dd]isk quota exceeded|"
