@@ -1323,8 +1323,10 @@ CATALOGUE: tuple[Signature, ...] = (
             "THCudaCheck FAIL file=/opt/pytorch/pytorch/aten/src/THC/generic/THCTensorMath.cu line=35 error=209 : no kernel image is available for execution on the device",
             "Wed Oct 16 13:49:06 2019[1,10]<stdout>:F1016 13:49:06.743296 18410 hl_cuda_device.cc:565] Check failed: cudaSuccess == cudaStat (0 vs. 35) Cuda Error: CUDA driver version is insufficient for CUDA runtime version",
             "The NVIDIA driver on your system is too old (found version 10010).",
+            "(VllmWorkerProcess pid=18374) ERROR 07-14 09:41:23 multiproc_worker_utils.py:226] RuntimeError: CUDA error: no kernel image is available for execution on the device",
         ),
         0.9,
+        shared=True,  # one build (or driver image) for every rank on that GPU model
     ),
     S(
         "checkpoint-shape-mismatch",

@@ -141,6 +141,8 @@ _WAIT_TIMEOUT = lazy_compile(
 
 # a one-element collective: a barrier or a metric sync
 _ONE_ELEMENT = lazy_compile(r"NumelIn=1, NumelOut=1\b")
+# torch.multiprocessing.spawn re-raising a child's error in the parent's output
+_SPAWNED_CHILD = lazy_compile(r"-- Process (?P<n>\d+) terminated with the following error")
 
 # an abort prints its reason after it ("terminate called …", "what(): …", NCCL's "Last error:"
 # block): an exit line this close before the root is the same message
@@ -370,6 +372,24 @@ def _sole_worker(ctx: Context, e: Event) -> list[int]:
         if x.file == e.file and x.fields.get("sig") == "deepspeed-launcher-exit"
     }
     return [0] if named == {"0"} else []  # one worker: on one node, local rank 0 is rank 0
+
+
+def _spawned_process(ctx: Context, e: Event) -> list[int]:
+    """The child torch.multiprocessing.spawn names above the traceback the root belongs to
+    (``-- Process 3 terminated with the following error:``): the launchers that spawn one
+    process per GPU (detectron2, fairseq, mmcv) pass the child's index as its local rank,
+    the global rank when the logs show no second node."""
+    if e.rank is not None or ctx.doc["job"].get("nodes") not in (None, 1):
+        return []
+    above = [
+        x
+        for x in ctx.kinds("exception_chain")
+        if x.file == e.file and x.line < e.line and _SPAWNED_CHILD.search(x.text)
+    ]
+    if not above:
+        return []
+    m = _SPAWNED_CHILD.search(max(above, key=lambda x: x.line).text)
+    return [int(m.group("n"))] if m else []
 
 
 def _slurm_host(ctx: Context, e: Event) -> list[str]:
@@ -1100,6 +1120,8 @@ class VerdictAnalyzer:
                 ranks = _failed_tasks(ctx, e)  # srun names the task a kill or exit ended
             if not ranks:
                 ranks = _sole_worker(ctx, e)  # a launcher of one worker names it
+            if not ranks:
+                ranks = _spawned_process(ctx, e)  # mp.spawn re-raised this child's error
             v.culprit_ranks = ranks[:64]
             v.culprit_hosts = (
                 sorted({ctx.facts.rank_host.get(r) for r in ranks[:64]} - {None})
