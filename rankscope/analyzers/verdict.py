@@ -287,14 +287,21 @@ def _network_culprits(
 
 
 def _same_oom_on_several_ranks(causes: list[dict[str, Any]], e: Event, ranks: list[int]) -> bool:
-    """Two or more ranks ran out of CUDA memory asking for the same allocation size."""
-    if e.kind != "cuda_oom" or len(ranks) < 2:
+    """Two or more ranks ran out of CUDA memory asking for the same allocation size; in a
+    log without rank prefixes, two or more GPUs the messages name (``GPU 3``) on a host."""
+    if e.kind != "cuda_oom" or (len(ranks) < 2 and e.rank is not None):
         return False
     ooms = [
-        c["event"] for c in causes if c["event"].kind == "cuda_oom" and c["event"].rank in ranks
+        c["event"]
+        for c in causes
+        if c["event"].kind == "cuda_oom" and (c["event"].rank in ranks if ranks else True)
     ]
+    if ranks:
+        who = {x.rank for x in ooms}
+    else:  # no rank known: the device each message names, on the host that printed it
+        who = {(x.host, x.fields.get("gpu")) for x in ooms if x.fields.get("gpu") is not None}
     tried = {x.fields.get("tried") for x in ooms}
-    return len({x.rank for x in ooms}) >= 2 and len(tried) == 1 and None not in tried
+    return len(who) >= 2 and len(tried) == 1 and None not in tried
 
 
 def _same_on_every_rank(e: Event) -> bool:
