@@ -96,6 +96,23 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "mps-backend-oom",
+        (r"MPS backend out of memory",),
+        r"MPS backend out of memory \(MPS allocated: (?P<allocated>[\d.]+ ?\w+), other allocations: "
+        r"(?P<other>[\d.]+ ?\w+), max allowed: (?P<max>[\d.]+ ?\w+)\)",
+        "PyTorch's MPS backend (Apple-silicon GPU) refused an allocation above its memory limit "
+        "(the high-watermark share of the unified memory).",
+        "OOM",
+        "crash",
+        "fatal",
+        "Lower the batch size or model size; PYTORCH_MPS_HIGH_WATERMARK_RATIO raises the limit at "
+        "the risk of the whole machine running out of memory.",
+        (
+            "RuntimeError: MPS backend out of memory (MPS allocated: 7.23 GB, other allocations: 1.54 GB, max allowed: 9.07 GB). Tried to allocate 896.00 MB on private pool. Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for memory allocations (may cause system failure).",
+        ),
+        0.95,
+    ),
+    S(
         "cuda-driver-oom",
         (r"CUDA_ERROR_OUT_OF_MEMORY", r"Cuda failure 'out of memory'"),
         r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure 'out of memory'",
