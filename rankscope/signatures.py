@@ -1495,6 +1495,36 @@ CATALOGUE: tuple[Signature, ...] = (
         0.3,
     ),
     S(
+        "mpich-hydra-bad-termination",
+        (r"=   PID [0-9]+ RUNNING AT ",),
+        r"=   PID (?P<pid>\d+) RUNNING AT (?P<host>[\w.-]+)",
+        "MPICH's (Hydra) mpiexec reports the process that terminated badly and the host it ran "
+        "on, then cleans up the others; the EXIT CODE line below it says how it ended.",
+        None,
+        "crash",
+        "fatal",
+        "Read that process's own output for its error; with exit code 9 (SIGKILL) check the "
+        "host's kernel log for the OOM killer.",
+        ("=   PID 47316 RUNNING AT ws-desk07",),
+        0.3,
+    ),
+    S(
+        "mpich-hydra-exit-code",
+        (r"=   EXIT CODE: [0-9]+",),
+        # Hydra prints the number of the signal that killed the process (9: SIGKILL) as its
+        # exit code; a process's own exit status would be 0-255 too, but 9 is SIGKILL's
+        r"=   EXIT CODE: (?:(?P<signal>9)|(?P<code>\d+))\b",
+        "MPICH's (Hydra) mpiexec gives the exit code of the process that terminated badly: 9 is "
+        "SIGKILL (most often the kernel's OOM killer), 134 an abort (128 + 6), 139 a segfault.",
+        None,
+        "crash",
+        "fatal",
+        "For 9 check the host's kernel log (dmesg) for the OOM killer and the job's memory "
+        "limit; otherwise read the process's own last lines.",
+        ("=   EXIT CODE: 9",),
+        0.3,
+    ),
+    S(
         "nccl-tests-failure",
         (r"NCCL failure \S+:[0-9]+ '", r"Test CUDA failure \S+:[0-9]+"),
         r"(?:Test )?NCCL failure (?P<src>\S+) '(?P<why>[^']*)'|Test CUDA failure (?P<csrc>\S+:\d+)",

@@ -304,6 +304,15 @@ def _same_oom_on_several_ranks(causes: list[dict[str, Any]], e: Event, ranks: li
     return len(who) >= 2 and len(tried) == 1 and None not in tried
 
 
+def _report_host(ended: list[Event], e: Event) -> str | None:
+    """A launcher's report spread over lines (Hydra's ``PID … RUNNING AT host`` above its
+    ``EXIT CODE``) names the host on a line of its own just above the kill."""
+    for x in ended:
+        if x.file == e.file and 0 < e.line - x.line <= 2 and x.fields.get("host"):
+            return str(x.fields["host"])
+    return None
+
+
 def _same_on_every_rank(e: Event) -> bool:
     """A program error every rank would raise alike — unless the message itself names the
     rank it is about (NCCL's "around rank N", DDP's "did not receive grad for rank N")."""
@@ -888,6 +897,7 @@ class VerdictAnalyzer:
             return None
         e = killed[0]
         rank = _launcher_rank(ctx, e)
+        host = e.host or _report_host(s.ended, e)
         return Verdict(
             shape="crash",
             category="OOM",
@@ -896,7 +906,7 @@ class VerdictAnalyzer:
             root_label="a worker was killed with SIGKILL (signal 9, exit code -9), most often by the "
             "host's OOM killer",
             culprit_ranks=[rank] if rank is not None else [],
-            culprit_hosts=[e.host] if e.host else [],
+            culprit_hosts=[host] if host else [],
             extra={"decided_by": "rule: killed by SIGKILL (signal 9 / exit code -9) → OOM killer"},
         )
 
