@@ -598,6 +598,37 @@ CATALOGUE: tuple[Signature, ...] = (
         0.4,  # one ERR! reading also appears on healthy boards: decides nothing alone
     ),
     S(
+        "amdgpu-hardware-error",
+        (r"amdgpu [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]: \{[0-9]+\}\[Hardware Error\]",),
+        r"amdgpu (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d): \{\d+\}\[Hardware Error\]: "
+        r"(?P<what>.*)",
+        "The AMD GPU driver reports hardware errors the GPU's RAS / Accelerator Check "
+        "Architecture logged (memory, the xGMI links between GPUs, the compute blocks).",
+        "HARDWARE",
+        None,
+        "error",
+        "Drain the node; read the GPU's RAS error counts (amd-smi metric --ecc, rocm-smi "
+        "--showrasinfo) and have a GPU or link with growing counts checked by the vendor.",
+        (
+            "[76914.190122] amdgpu 0000:9d:00.0: {1}[Hardware Error]: aca entry[11].IPID=0x0000605011a09201",
+        ),
+        0.8,
+    ),
+    S(
+        "amdgpu-gpu-reset",
+        (r"amdgpu: GPU reset begin!",),
+        r"amdgpu (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d): amdgpu: GPU reset begin!",
+        "The AMD GPU driver resets a GPU it found hung or faulted: every process using it loses "
+        "its context and dies; the lines before it say what the GPU did.",
+        None,
+        "crash",
+        "fatal",
+        "Read the kernel log just before the reset (ring timeout, RAS hardware errors, a page "
+        "fault naming the process); a hardware error there means draining the node.",
+        ("[76914.214195] amdgpu 0000:dd:00.0: amdgpu: GPU reset begin!",),
+        0.3,
+    ),
+    S(
         "edac-uncorrected-memory",
         (r"EDAC MC[0-9]+: [0-9]+ UE ",),
         r"EDAC (?P<mc>MC\d+): (?P<n>\d+) UE (?P<what>[^(]*)",
@@ -1492,6 +1523,22 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             "mpirun noticed that process rank 7 with PID 0 on node gpu-k11 exited on signal 9 (Killed).",
         ),
+        0.3,
+    ),
+    S(
+        "rocm-hw-exception",
+        (r"HW Exception by GPU node-[0-9]+ \(Agent handle: ",),
+        r"HW Exception by GPU node-(?P<node>\d+) \(Agent handle: \w+\) reason ?:(?P<reason>.*)",
+        "The ROCm runtime reports that a GPU stopped the process's queue (reason 'GPU Hang': "
+        "the GPU's scheduler found a queue that no longer progressed) and aborts the process; "
+        "a kernel that never finishes and a failing GPU read the same.",
+        None,
+        "crash",
+        "fatal",
+        "Read the kernel log of that node at that time (amdgpu ring timeouts, RAS hardware "
+        "errors, a GPU reset); if the same GPU hangs again, drain it and run the vendor's "
+        "diagnostics.",
+        ("HW Exception by GPU node-4 (Agent handle: 0x1ebc04e0) reason :GPU Hang",),
         0.3,
     ),
     S(
