@@ -113,6 +113,22 @@ CATALOGUE: tuple[Signature, ...] = (
         0.95,
     ),
     S(
+        "paddle-gpu-oom",
+        (r"Out of memory error on GPU [0-9]+\. Cannot allocate ",),
+        r"Out of memory error on GPU (?P<gpu>\d+)\. Cannot allocate (?P<size>[\d.]+ ?\w+) memory",
+        "PaddlePaddle's GPU allocator could not place an allocation: the device is full (the "
+        "message's ResourceExhaustedError header is not always printed with it).",
+        "OOM",
+        "crash",
+        "fatal",
+        "Lower the batch size (or input size); check for other processes on that GPU; "
+        "FLAGS_allocator_strategy=auto_growth avoids reserving the memory up front.",
+        (
+            "Out of memory error on GPU 0. Cannot allocate 18.062744MB memory on GPU 0, available memory is only 17.537501MB.",
+        ),
+        0.95,
+    ),
+    S(
         "cuda-driver-oom",
         (r"CUDA_ERROR_OUT_OF_MEMORY", r"Cuda failure 'out of memory'"),
         r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure 'out of memory'",
