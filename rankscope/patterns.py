@@ -54,6 +54,7 @@ STRUCTURAL: tuple[str, ...] = (
     r"Detected mismatch between collectives",
     # GPU, memory, hardware
     r"CUDA out of memory",
+    r"HIP out of memory",
     r"OutOfMemoryError",
     r"CUDA error",
     r"NVRM: Xid",

@@ -82,17 +82,51 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "tf-bfc-ran-out",
-        (r"Ran out of memory trying to allocate",),
-        r"Ran out of memory trying to allocate (?P<size>[\d.]+ ?\w+)",
-        "TensorFlow's BFC allocator ran out of device memory.",
+        (r"Ran out of memory trying to allocate", r"_bfc\) ran out of memory trying to allocate"),
+        r"[Rr]an out of memory trying to allocate (?P<size>[\d.]+ ?\w+)",
+        "TensorFlow's (or XLA's, under JAX) BFC allocator ran out of device memory.",
         "OOM",
         "crash",
         "error",
         "Lower the batch size; look for a leak if usage grows over steps.",
         (
             "W tensorflow/core/common_runtime/bfc_allocator.cc:275] Ran out of memory trying to allocate 39.81MiB.  See logs for memory state.",
+            "2025-06-17 12:33:53.958194: W external/xla/xla/tsl/framework/bfc_allocator.cc:501] Allocator (GPU_2_bfc) ran out of memory trying to allocate 91.27GiB (rounded to 98000028160)requested by op ",
         ),
         0.9,
+    ),
+    S(
+        "mps-backend-oom",
+        (r"MPS backend out of memory",),
+        r"MPS backend out of memory \(MPS allocated: (?P<allocated>[\d.]+ ?\w+), other allocations: "
+        r"(?P<other>[\d.]+ ?\w+), max allowed: (?P<max>[\d.]+ ?\w+)\)",
+        "PyTorch's MPS backend (Apple-silicon GPU) refused an allocation above its memory limit "
+        "(the high-watermark share of the unified memory).",
+        "OOM",
+        "crash",
+        "fatal",
+        "Lower the batch size or model size; PYTORCH_MPS_HIGH_WATERMARK_RATIO raises the limit at "
+        "the risk of the whole machine running out of memory.",
+        (
+            "RuntimeError: MPS backend out of memory (MPS allocated: 7.23 GB, other allocations: 1.54 GB, max allowed: 9.07 GB). Tried to allocate 896.00 MB on private pool. Use PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for memory allocations (may cause system failure).",
+        ),
+        0.95,
+    ),
+    S(
+        "paddle-gpu-oom",
+        (r"Out of memory error on GPU [0-9]+\. Cannot allocate ",),
+        r"Out of memory error on GPU (?P<gpu>\d+)\. Cannot allocate (?P<size>[\d.]+ ?\w+) memory",
+        "PaddlePaddle's GPU allocator could not place an allocation: the device is full (the "
+        "message's ResourceExhaustedError header is not always printed with it).",
+        "OOM",
+        "crash",
+        "fatal",
+        "Lower the batch size (or input size); check for other processes on that GPU; "
+        "FLAGS_allocator_strategy=auto_growth avoids reserving the memory up front.",
+        (
+            "Out of memory error on GPU 0. Cannot allocate 18.062744MB memory on GPU 0, available memory is only 17.537501MB.",
+        ),
+        0.95,
     ),
     S(
         "cuda-driver-oom",
@@ -578,6 +612,37 @@ CATALOGUE: tuple[Signature, ...] = (
         "Drain the node and run the vendor diagnostics (dcgmi diag -r 3 / nvidia-bug-report).",
         ("|ERR!   54C    P2   ERR! / 225W |   6823MiB /  7982MiB |    100%      Default |",),
         0.4,  # one ERR! reading also appears on healthy boards: decides nothing alone
+    ),
+    S(
+        "amdgpu-hardware-error",
+        (r"amdgpu [0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]: \{[0-9]+\}\[Hardware Error\]",),
+        r"amdgpu (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d): \{\d+\}\[Hardware Error\]: "
+        r"(?P<what>.*)",
+        "The AMD GPU driver reports hardware errors the GPU's RAS / Accelerator Check "
+        "Architecture logged (memory, the xGMI links between GPUs, the compute blocks).",
+        "HARDWARE",
+        None,
+        "error",
+        "Drain the node; read the GPU's RAS error counts (amd-smi metric --ecc, rocm-smi "
+        "--showrasinfo) and have a GPU or link with growing counts checked by the vendor.",
+        (
+            "[76914.190122] amdgpu 0000:9d:00.0: {1}[Hardware Error]: aca entry[11].IPID=0x0000605011a09201",
+        ),
+        0.8,
+    ),
+    S(
+        "amdgpu-gpu-reset",
+        (r"amdgpu: GPU reset begin!",),
+        r"amdgpu (?P<pci>[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.\d): amdgpu: GPU reset begin!",
+        "The AMD GPU driver resets a GPU it found hung or faulted: every process using it loses "
+        "its context and dies; the lines before it say what the GPU did.",
+        None,
+        "crash",
+        "fatal",
+        "Read the kernel log just before the reset (ring timeout, RAS hardware errors, a page "
+        "fault naming the process); a hardware error there means draining the node.",
+        ("[76914.214195] amdgpu 0000:dd:00.0: amdgpu: GPU reset begin!",),
+        0.3,
     ),
     S(
         "edac-uncorrected-memory",
@@ -1518,6 +1583,52 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             "mpirun noticed that process rank 7 with PID 0 on node gpu-k11 exited on signal 9 (Killed).",
         ),
+        0.3,
+    ),
+    S(
+        "rocm-hw-exception",
+        (r"HW Exception by GPU node-[0-9]+ \(Agent handle: ",),
+        r"HW Exception by GPU node-(?P<node>\d+) \(Agent handle: \w+\) reason ?:(?P<reason>.*)",
+        "The ROCm runtime reports that a GPU stopped the process's queue (reason 'GPU Hang': "
+        "the GPU's scheduler found a queue that no longer progressed) and aborts the process; "
+        "a kernel that never finishes and a failing GPU read the same.",
+        None,
+        "crash",
+        "fatal",
+        "Read the kernel log of that node at that time (amdgpu ring timeouts, RAS hardware "
+        "errors, a GPU reset); if the same GPU hangs again, drain it and run the vendor's "
+        "diagnostics.",
+        ("HW Exception by GPU node-4 (Agent handle: 0x1ebc04e0) reason :GPU Hang",),
+        0.3,
+    ),
+    S(
+        "mpich-hydra-bad-termination",
+        (r"=   PID [0-9]+ RUNNING AT ",),
+        r"=   PID (?P<pid>\d+) RUNNING AT (?P<host>[\w.-]+)",
+        "MPICH's (Hydra) mpiexec reports the process that terminated badly and the host it ran "
+        "on, then cleans up the others; the EXIT CODE line below it says how it ended.",
+        None,
+        "crash",
+        "fatal",
+        "Read that process's own output for its error; with exit code 9 (SIGKILL) check the "
+        "host's kernel log for the OOM killer.",
+        ("=   PID 47316 RUNNING AT ws-desk07",),
+        0.3,
+    ),
+    S(
+        "mpich-hydra-exit-code",
+        (r"=   EXIT CODE: [0-9]+",),
+        # Hydra prints the number of the signal that killed the process (9: SIGKILL) as its
+        # exit code; a process's own exit status would be 0-255 too, but 9 is SIGKILL's
+        r"=   EXIT CODE: (?:(?P<signal>9)|(?P<code>\d+))\b",
+        "MPICH's (Hydra) mpiexec gives the exit code of the process that terminated badly: 9 is "
+        "SIGKILL (most often the kernel's OOM killer), 134 an abort (128 + 6), 139 a segfault.",
+        None,
+        "crash",
+        "fatal",
+        "For 9 check the host's kernel log (dmesg) for the OOM killer and the job's memory "
+        "limit; otherwise read the process's own last lines.",
+        ("=   EXIT CODE: 9",),
         0.3,
     ),
     S(

@@ -289,14 +289,30 @@ def _network_culprits(
 
 
 def _same_oom_on_several_ranks(causes: list[dict[str, Any]], e: Event, ranks: list[int]) -> bool:
-    """Two or more ranks ran out of CUDA memory asking for the same allocation size."""
-    if e.kind != "cuda_oom" or len(ranks) < 2:
+    """Two or more ranks ran out of CUDA memory asking for the same allocation size; in a
+    log without rank prefixes, two or more GPUs the messages name (``GPU 3``) on a host."""
+    if e.kind != "cuda_oom" or (len(ranks) < 2 and e.rank is not None):
         return False
     ooms = [
-        c["event"] for c in causes if c["event"].kind == "cuda_oom" and c["event"].rank in ranks
+        c["event"]
+        for c in causes
+        if c["event"].kind == "cuda_oom" and (c["event"].rank in ranks if ranks else True)
     ]
+    if ranks:
+        who = {x.rank for x in ooms}
+    else:  # no rank known: the device each message names, on the host that printed it
+        who = {(x.host, x.fields.get("gpu")) for x in ooms if x.fields.get("gpu") is not None}
     tried = {x.fields.get("tried") for x in ooms}
-    return len({x.rank for x in ooms}) >= 2 and len(tried) == 1 and None not in tried
+    return len(who) >= 2 and len(tried) == 1 and None not in tried
+
+
+def _report_host(ended: list[Event], e: Event) -> str | None:
+    """A launcher's report spread over lines (Hydra's ``PID … RUNNING AT host`` above its
+    ``EXIT CODE``) names the host on a line of its own just above the kill."""
+    for x in ended:
+        if x.file == e.file and 0 < e.line - x.line <= 2 and x.fields.get("host"):
+            return str(x.fields["host"])
+    return None
 
 
 def _same_on_every_rank(e: Event) -> bool:
@@ -901,6 +917,7 @@ class VerdictAnalyzer:
             return None
         e = killed[0]
         rank = _launcher_rank(ctx, e)
+        host = e.host or _report_host(s.ended, e)
         return Verdict(
             shape="crash",
             category="OOM",
@@ -909,7 +926,7 @@ class VerdictAnalyzer:
             root_label="a worker was killed with SIGKILL (signal 9, exit code -9), most often by the "
             "host's OOM killer",
             culprit_ranks=[rank] if rank is not None else [],
-            culprit_hosts=[e.host] if e.host else [],
+            culprit_hosts=[host] if host else [],
             extra={"decided_by": "rule: killed by SIGKILL (signal 9 / exit code -9) → OOM killer"},
         )
 

@@ -73,7 +73,11 @@ _RX: dict[str, re.Pattern[str]] = {
     ),
     "mismatch_nccl": lazy_compile(r"Mismatched collective detected.*?around rank (?P<r>\d+)"),
     "oom_tried": lazy_compile(r"Tried to allocate (?P<n>[\d.]+ ?[KMGT]i?B)"),
-    "oom_gpu": lazy_compile(r"GPU (?P<g>\d+) has a total capacity of (?P<cap>[\d.]+ ?[KMGT]i?B)"),
+    # "GPU 3 has a total capacity of 79.1 GiB" (torch >= 2.1), "(GPU 3; 15.98 GiB total
+    # capacity; …" before it
+    "oom_gpu": lazy_compile(
+        r"GPU (?P<g>\d+)(?: has a total capacity of |; )(?P<cap>[\d.]+ ?[KMGT]i?B)"
+    ),
     "off_bus_pci": lazy_compile(r"GPU (?P<pci>[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.\d)"),
     "xid": lazy_compile(r"NVRM: Xid \((?P<pci>[^)]*)\): (?P<code>\d+),?\s*(?P<rest>.*)"),
     "host_oom": lazy_compile(
@@ -388,11 +392,14 @@ def _collectives_and_gpu(msg: str) -> Result:
 
 
 def _memory(msg: str) -> Result:
-    """CUDA OOM and the host OOM killer."""
+    """CUDA OOM (and ROCm's HIP build of the same allocator) and the host OOM killer."""
     # Ray's OutOfMemoryError is its memory monitor killing a worker for the node's host
-    # memory (catalogue: ray-memory-monitor-kill), not the GPU's
-    if "CUDA out of memory" in msg or (
-        "OutOfMemoryError" in msg and "node running low on memory" not in msg
+    # memory (catalogue: ray-memory-monitor-kill), not the GPU's; ROCm builds before 2.2
+    # raise a plain RuntimeError worded "HIP out of memory. Tried to allocate …"
+    if (
+        "CUDA out of memory" in msg
+        or "HIP out of memory" in msg
+        or ("OutOfMemoryError" in msg and "node running low on memory" not in msg)
     ):
         f = {}
         m = _RX["oom_tried"].search(msg)
