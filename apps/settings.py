@@ -228,7 +228,7 @@ if _cache_url.startswith("redis"):
     _cache_timeout = env_float("RANKSCOPE_CACHE_TIMEOUT_SECONDS", 2.0, minimum=0.1)
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "apps.lib.rediscache.RedisCache",
             "LOCATION": _cache_url,
             "OPTIONS": {
                 "socket_connect_timeout": _cache_timeout,

@@ -29,7 +29,7 @@ def job_run_incident_get_or_create(
     """
     lookup = {"team": team, "cluster": cluster, "job_id": job_id, "run_key": run_key}
     for _attempt in range(3):
-        incident = Incident.objects.filter(**lookup).select_related("team").first()
+        incident = _job_run_incident(lookup)
         if incident is not None:
             return incident, False
         try:
@@ -46,10 +46,22 @@ def job_run_incident_get_or_create(
             return incident, True
         except (IntegrityError, ValidationError):
             continue  # another request created it a moment ago: read theirs
-    incident = Incident.objects.filter(**lookup).select_related("team").first()
+    incident = _job_run_incident(lookup)
     if incident is None:
         raise RuntimeError(f"Could not find or create the incident for job {job_id}")
     return incident, False
+
+
+def _job_run_incident(lookup: dict[str, Any]) -> Incident | None:
+    """The incident of the job run, its team the caller's object (no join: it is known).
+
+    At most one row matches (the unique constraint), so no ORDER BY either.
+    """
+    incident = Incident.objects.filter(**lookup).order_by()[:1]
+    found = next(iter(incident), None)
+    if found is not None:
+        found.team = lookup["team"]
+    return found
 
 
 def analysis_after_ingest(*, incident: Incident, job_complete: bool) -> None:

@@ -74,13 +74,20 @@ def _by(request: Request) -> str:
     return str(request.user) if isinstance(request.user, TokenUser) else request.user.get_username()
 
 
+# One instance for every answer: a serializer copies its declared fields when it is
+# made (most of the cost of serialising one artifact); ``to_representation`` only reads
+# them, so threads may share it.
+_ARTIFACT = serializers.ArtifactSerializer()
+_ARTIFACT_FIELDS = _ARTIFACT.fields  # bound now, before threads share the instance
+
+
 def serialize_outcomes(outcomes: list[Any]) -> list[dict[str, Any]]:
     return [
         {
             "name": o.name,
             "status": o.status,
             "message": o.message or "",
-            "artifact": serializers.ArtifactSerializer(o.artifact).data if o.artifact else None,
+            "artifact": _ARTIFACT.to_representation(o.artifact) if o.artifact else None,
         }
         for o in outcomes
     ]

@@ -147,6 +147,42 @@ def test_the_controllers_job_end_lets_the_last_parse_start_the_analysis_at_once(
     assert services.analysis_request(incident=incident, trigger="ingest") is not None
 
 
+def test_after_the_job_end_the_pending_settle_check_does_not_reopen_the_window(
+    incident, job, monkeypatch, django_capture_on_commit_callbacks
+):
+    from apps.analysis import tasks
+    from apps.api.services import analysis_after_ingest
+
+    scheduled: list[float] = []
+    monkeypatch.setattr(
+        tasks.analysis_settle, "apply_async", lambda args, countdown: scheduled.append(countdown)
+    )
+    Artifact.objects.filter(pk=job[0].pk).update(parse_status="parsing")
+    # the first node's post opened the window and scheduled its check
+    with django_capture_on_commit_callbacks(execute=True):
+        assert (
+            services.analysis_request(incident=incident, trigger="slurm", settle_seconds=30) is None
+        )
+    assert len(scheduled) == 1
+    with django_capture_on_commit_callbacks(execute=True):
+        analysis_after_ingest(incident=incident, job_complete=True)
+    # the check fires while the last upload is recent (the burst just ended): it must not
+    # open the window again, or the last parse would wait it out
+    services.analysis_settle_check(incident_id=incident.pk, trigger="slurm", settle_seconds=30)
+    assert len(scheduled) == 1
+    assert cache.get(request_step.settle_key(incident.pk)) is None
+    Artifact.objects.filter(pk=job[0].pk).update(parse_status="parsed")
+    assert services.analysis_request(incident=incident, trigger="ingest") is not None
+
+    # a node posting after the job's end opens a new window, which waits as before
+    with django_capture_on_commit_callbacks(execute=True):
+        assert (
+            services.analysis_request(incident=incident, trigger="slurm", settle_seconds=30) is None
+        )
+    services.analysis_settle_check(incident_id=incident.pk, trigger="slurm", settle_seconds=30)
+    assert len(scheduled) == 3 and 20 <= scheduled[-1] <= 30
+
+
 def test_a_run_stores_findings_the_document_severity_and_a_conclusion(incident, job):
     run = _run(incident)
     assert run.status == RunStatus.SUCCEEDED, run.error

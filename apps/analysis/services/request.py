@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import uuid
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.db.models import Max
@@ -25,6 +26,12 @@ logger = logging.getLogger(__name__)
 def settle_key(incident_id: int) -> str:
     """The shared-cache key that holds an incident's debounce window open."""
     return f"rankscope:analysis:settle:{incident_id}"
+
+
+def closed_key(incident_id: int) -> str:
+    """The shared-cache key that says the job is over: no debounce check re-opens the
+    window (set by the controller's job-end post, cleared when a new window opens)."""
+    return f"rankscope:analysis:settle-closed:{incident_id}"
 
 
 def _enqueue_on_commit(run: AnalysisRun) -> None:
@@ -122,6 +129,7 @@ def _settle_schedule(*, incident: Incident, trigger: str, settle_seconds: float)
     if sharedcache.add(key, trigger, timeout=int(settle_seconds * 4) + 60) is False:
         return
     incident_id = incident.pk
+    sharedcache.delete(closed_key(incident_id))  # uploads after the job's end: wait again
 
     def send() -> None:
         try:
@@ -140,8 +148,12 @@ def analysis_settle_cancel(*, incident: Incident) -> None:
 
     The controller epilog says so. Without this, its request finds files still being
     parsed and returns, and the last parse's fan-in then defers to the window that the
-    nodes' posts opened: the verdict would wait ``settle_seconds`` for nothing.
+    nodes' posts opened: the verdict would wait ``settle_seconds`` for nothing. The window
+    stays closed: the check the first post scheduled, when it finds the uploads recent,
+    does not open it again (before, it did, and the last parse's fan-in waited for it).
     """
+    keep = int(settings.RANKSCOPE_ANALYSIS_SETTLE_SECONDS * 4) + 60
+    sharedcache.set(closed_key(incident.pk), 1, timeout=keep)
     sharedcache.delete(settle_key(incident.pk))
 
 
@@ -157,7 +169,7 @@ def analysis_settle_check(*, incident_id: int, trigger: str, settle_seconds: flo
         return
     newest = _incident_artifacts(incident).aggregate(newest=Max("created_at"))["newest"]
     quiet = (timezone.now() - newest).total_seconds() if newest else settle_seconds
-    if quiet < settle_seconds:
+    if quiet < settle_seconds and not sharedcache.get(closed_key(incident_id)):
         sharedcache.set(settle_key(incident_id), trigger, timeout=int(settle_seconds * 4) + 60)
         tasks.analysis_settle.apply_async(
             args=[incident_id, trigger, settle_seconds],

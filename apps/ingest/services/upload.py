@@ -352,49 +352,46 @@ def _record(
     during COMMIT), they are kept; the storage sweep removes them later if no row
     refers to them (``artifact_storage_sweep``).
     """
+    # No look for the same content first: the unique constraint on (incident, sha256)
+    # answers that in the INSERT itself, and a duplicate (a retried epilog) is the rare
+    # case; most files cost one statement fewer.
+    committing = False
     try:
-        existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
-    except DatabaseError:
-        _delete_quietly(key)  # nothing was written yet
-        raise
-    if existing is None:
-        committing = False
+        with transaction.atomic():
+            artifact = Artifact.objects.create(
+                code=code,
+                incident=ctx.incident,
+                original_name=ctx.original,
+                display_name=display,
+                storage_key=key,
+                size=size,
+                sha256=sha,
+                kind=screened.kind,
+                notes=screened.notes,
+                source=ctx.source,
+                uploaded_by=ctx.actor,
+            )
+            enqueuer.on_commit(artifact.pk)
+            committing = True
+    except IntegrityError:  # the same content is already here (stored before, or just now)
         try:
-            with transaction.atomic():
-                artifact = Artifact.objects.create(
-                    code=code,
-                    incident=ctx.incident,
-                    original_name=ctx.original,
-                    display_name=display,
-                    storage_key=key,
-                    size=size,
-                    sha256=sha,
-                    kind=screened.kind,
-                    notes=screened.notes,
-                    source=ctx.source,
-                    uploaded_by=ctx.actor,
-                )
-                enqueuer.on_commit(artifact.pk)
-                committing = True
-        except IntegrityError:  # a concurrent upload of the same content won
-            try:
-                existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
-            except DatabaseError:
-                existing = None
-            if existing is None:
-                _delete_quietly(key)  # the INSERT failed: no row points at our key
-                raise
+            existing = Artifact.objects.filter(incident=ctx.incident, sha256=sha).first()
         except DatabaseError:
-            if committing:
-                _delete_if_unreferenced(key, code=code)  # COMMIT failed: maybe written
-            else:
-                _delete_quietly(key)  # the INSERT failed: certainly no row
+            existing = None
+        if existing is None:
+            _delete_quietly(key)  # the INSERT failed: no row points at our key
             raise
+    except DatabaseError:
+        if committing:
+            _delete_if_unreferenced(key, code=code)  # COMMIT failed: maybe written
         else:
-            message = f"stored ({human_size(size)}, {screened.kind.replace('_', ' ')})"
-            if screened.notes:
-                message += f"; {screened.notes[0]}"
-            return UploadOutcome(display, "stored", artifact, message)
+            _delete_quietly(key)  # the INSERT failed: certainly no row
+        raise
+    else:
+        message = f"stored ({human_size(size)}, {screened.kind.replace('_', ' ')})"
+        if screened.notes:
+            message += f"; {screened.notes[0]}"
+        return UploadOutcome(display, "stored", artifact, message)
     _delete_quietly(key)  # ours is a second copy; the existing row has its own bytes
     return UploadOutcome(
         display,
