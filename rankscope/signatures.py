@@ -1128,6 +1128,25 @@ CATALOGUE: tuple[Signature, ...] = (
         local=True,
     ),
     S(
+        "nccl-socket-init-bad-address-family",
+        (r"ncclSocketInit: connecting to address",),
+        r"ncclSocketInit: connecting to address\s+(?:(?P<addr>\S+)\s+)?with family "
+        r"(?P<family>\d+) is neither AF_INET\(2\) nor AF_INET6\(10\)",
+        "NCCL tried to connect to a socket address that was never filled in (its family is "
+        "garbage): the interface NCCL_SOCKET_IFNAME names does not exist on the host, or the "
+        "ranks exchanged addresses of different network transports or plugins.",
+        "NETWORK",
+        None,  # the error return decides how the process ends
+        "error",
+        "Check that NCCL_SOCKET_IFNAME names an interface every node has (ip -br addr) and that "
+        "every node loads the same NCCL network plugin.",
+        (
+            "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)",
+        ),
+        0.85,
+        shared=True,
+    ),
+    S(
         "nccl-socket-unreachable",
         (r"Net : Connect to ", r"socketPollConnect: Connect to [^ ]+ returned [0-9]+\(No route"),
         r"(?:Net : |socket[A-Z]\w*: )Connect to (?P<peer>\S+) (?:failed : |returned \d+\()(?P<why>No route to host|Network is unreachable)",
