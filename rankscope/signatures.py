@@ -1037,6 +1037,23 @@ CATALOGUE: tuple[Signature, ...] = (
         local=True,
     ),
     S(
+        "ib-async-catastrophic-error",
+        (r"NET/IB ?: (?:\S+ )?Got async event : local catastrophic error",),
+        r"NET/IB ?: (?:(?P<dev>\S+) )?Got async event : local catastrophic error",
+        "The InfiniBand adapter of this process reported a local catastrophic error: the HCA "
+        "itself failed (firmware or hardware fault) and every connection through it is lost.",
+        "NETWORK",
+        None,  # a WARN line: the collectives stall or fail after it
+        "error",
+        "Drain that node; check the adapter (dmesg for mlx5 health/syndrome messages, "
+        "ibstat, the firmware version) and reset or replace it before putting it back.",
+        (
+            "2021-03-14T16:13:44.884Z: [1,12]<stdout>:container-e311-1712000000000-50417-01-000057:915:964 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
+        ),
+        0.9,
+        local=True,
+    ),
+    S(
         "ib-completion-error",
         (
             r"Got completion from peer .* with error [0-9]+",
