@@ -1144,6 +1144,23 @@ CATALOGUE: tuple[Signature, ...] = (
         local=True,
     ),
     S(
+        "ib-async-catastrophic-error",
+        (r"NET/IB ?: (?:\S+ )?Got async event : local catastrophic error",),
+        r"NET/IB ?: (?:(?P<dev>\S+) )?Got async event : local catastrophic error",
+        "The InfiniBand adapter of this process reported a local catastrophic error: the HCA "
+        "itself failed (firmware or hardware fault) and every connection through it is lost.",
+        "NETWORK",
+        None,  # a WARN line: the collectives stall or fail after it
+        "error",
+        "Drain that node; check the adapter (dmesg for mlx5 health/syndrome messages, "
+        "ibstat, the firmware version) and reset or replace it before putting it back.",
+        (
+            "2021-03-14T16:13:44.884Z: [1,12]<stdout>:container-e311-1712000000000-50417-01-000057:915:964 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
+        ),
+        0.9,
+        local=True,
+    ),
+    S(
         "ib-completion-error",
         (
             r"Got completion from peer .* with error [0-9]+",
@@ -1233,6 +1250,25 @@ CATALOGUE: tuple[Signature, ...] = (
         ),
         0.85,
         local=True,
+    ),
+    S(
+        "nccl-socket-init-bad-address-family",
+        (r"ncclSocketInit: connecting to address",),
+        r"ncclSocketInit: connecting to address\s+(?:(?P<addr>\S+)\s+)?with family "
+        r"(?P<family>\d+) is neither AF_INET\(2\) nor AF_INET6\(10\)",
+        "NCCL tried to connect to a socket address that was never filled in (its family is "
+        "garbage): the interface NCCL_SOCKET_IFNAME names does not exist on the host, or the "
+        "ranks exchanged addresses of different network transports or plugins.",
+        "NETWORK",
+        None,  # the error return decides how the process ends
+        "error",
+        "Check that NCCL_SOCKET_IFNAME names an interface every node has (ip -br addr) and that "
+        "every node loads the same NCCL network plugin.",
+        (
+            "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)",
+        ),
+        0.85,
+        shared=True,
     ),
     S(
         "nccl-socket-unreachable",

@@ -290,7 +290,7 @@ def _coverage(st: _State, ctx: Context) -> None:
     # it was alive inside NCCL's machinery, not silent (nor an initiator: it caught nothing)
     stuck = {e.rank for e in ctx.by_kind.get("watchdog_hang", []) if e.rank is not None}
     if with_state and len(with_state) >= 0.5 * max(1, len(seen)):
-        st.silent = sorted(seen - with_state - stuck)
+        st.silent = sorted(seen - with_state - stuck | _rank0_absent(st, seen))
     # "Every rank entered" is only said when no rank whose log we have is silent: a
     # rank that crashed (OOM, segfault) before the collective never entered it, and
     # calling the hang a fabric problem would contradict that rank's own error.
@@ -302,6 +302,19 @@ def _coverage(st: _State, ctx: Context) -> None:
         and not apart
         and len(in_coll) >= max(2, int(0.9 * world))
     )
+
+
+def _rank0_absent(st: _State, seen: set[int]) -> set[int]:
+    """Rank 0 when it printed nothing at all while every rank from 1 up to the highest
+    reports the timeout: ranks are numbered from 0, so rank 0 is in the job, and it is the
+    rank that does extra work alone (evaluation, logging, checkpoints) and never reached the
+    collective. A gap among the other ranks is not read so: pasted excerpts often keep only
+    some ranks' lines. Only the default group's rows count (a sub-group's own numbering
+    names no global rank)."""
+    timed = {r["rank"] for r in st.ordered if r["role"] == "initiator" and r["pg"] in ("0", "?")}
+    if len(timed) < 2 or 0 in seen or timed != set(range(1, max(timed) + 1)):
+        return set()
+    return {0}
 
 
 def _first_initiator(ctx: Context, st: _State) -> dict[str, Any] | None:

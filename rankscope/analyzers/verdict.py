@@ -270,8 +270,7 @@ def _network_culprits(
     """A fabric error is seen from both ends (nobody to blame); a local setup failure
     (``local``: its own NIC, port, provider) that only some ranks or hosts log is theirs."""
     nccl = ctx.facts.nccl
-    seen = len(ctx.doc["job"].get("ranks_seen") or [])
-    own = sig is not None and sig.local and ranks and len(ranks) < 0.5 * seen
+    own = sig is not None and sig.local and ranks and len(ranks) < 0.5 * _job_size(ctx)
     v.culprit_ranks = ranks[:64] if own else []
     all_hosts = set(ctx.doc["job"].get("hosts", {}))
     share = 0.5
@@ -282,7 +281,7 @@ def _network_culprits(
         all_hosts = all_hosts or {x.host for x in ctx.events if x.host}
         share = 1.0
     v.culprit_hosts = (
-        hosts if hosts and all_hosts and len(set(hosts)) < share * len(all_hosts) else []
+        hosts if hosts and (own or (all_hosts and len(set(hosts)) < share * len(all_hosts))) else []
     )
     v.extra["all_in_collective"] = nccl.get("all_in_collective")
     v.confidence = max(v.confidence, 0.8 if nccl.get("all_in_collective") else 0.6)
@@ -327,9 +326,16 @@ def _same_on_every_rank(e: Event) -> bool:
 def _local_few(ctx: Context, sig: Any, ranks: list[int]) -> bool:
     """A signature about the logging process's own state (``local``) logged by fewer than
     half of the job's ranks: those ranks are where it happened, not every rank alike."""
+    return bool(sig.local and ranks and len(ranks) < 0.5 * max(_job_size(ctx), 2))
+
+
+def _job_size(ctx: Context) -> int:
+    """How many ranks the job has at least: the ranks seen, the launcher's world size, and
+    one more than the highest rank seen (ranks are numbered from 0, so a log that shows
+    only ranks 12-14 is of a job of 15 ranks or more)."""
     job = ctx.doc["job"]
-    world = max(len(job.get("ranks_seen") or []), job.get("world_size") or 0, 2)
-    return bool(sig.local and ranks and len(ranks) < 0.5 * world)
+    seen = [int(r) for r in job.get("ranks_seen") or []]
+    return max(len(seen), max(seen, default=-1) + 1, job.get("world_size") or 0)
 
 
 def _mutual_mismatch(ctx: Context) -> bool:

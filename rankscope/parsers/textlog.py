@@ -99,10 +99,13 @@ def _bare(env: Any) -> bool:
 
 
 def _join_back(
-    block: bytearray, s: int, msg: str, kind: str
-) -> tuple[str, Any, tuple[str, dict[str, Any]]] | None:
+    block: bytearray, s: int, msg: str, kind: str, needs_more: bool = False
+) -> tuple[str, Any, tuple[str, dict[str, Any]], str, bool] | None:
     """The line above carries a glog envelope and no message of its own that we know, and
-    with this line appended it reads as the same message: the message starts there."""
+    with this line appended it reads as the same message: the message starts there. When
+    this line was itself cut (``needs_more``), the joined message may still be: it goes on
+    on the next lines. (raw line above, its envelope, the reading, the joined message,
+    whether it still needs the next lines)"""
     if s <= 0 or block[s - 1 : s] != b"\n":
         return None
     p0 = block.rfind(b"\n", 0, s - 1) + 1
@@ -112,8 +115,8 @@ def _join_back(
         return None
     for joiner in ("", " "):
         (r2, more2) = classify(penv.message + joiner + msg)
-        if r2 is not None and r2[0] == kind and not more2:
-            return praw, penv, r2
+        if r2 is not None and r2[0] == kind and (not more2 or needs_more):
+            return praw, penv, r2, penv.message + joiner + msg, more2
     return None
 
 
@@ -383,14 +386,15 @@ class TextLogParser:
         res, needs_more = _classify_line(raw, env, sigs)
         used_end = e
         cont_line = None
+        msg, msg_line = env.message, line  # what wrapping may continue, and where it ends
         if res is not None and res[0] in _NCCL_WRAPPED and _bare(env):
             # terminal wrapping put the message's start (and its envelope) on the line above
-            back = _join_back(block, s, env.message, res[0])
+            back = _join_back(block, s, env.message, res[0], needs_more)
             if back is not None:
-                raw, env, res = back
+                raw, env, res, msg, needs_more = back
                 line -= 1
         if needs_more:
-            joined = _join_forward(block, e, limit, env.message, line)
+            joined = _join_forward(block, e, limit, msg, msg_line)
             if joined is not None:
                 res, used_end, cont_line = joined
         if res is None and sigs and not _is_code(env.message):
