@@ -144,6 +144,18 @@ def test_idempotency_key_replays_the_first_answer(api, team):
     assert team.incidents.filter(title="once").count() == 1
 
 
+def test_an_idempotency_key_reused_for_another_request_is_refused_not_replayed(api, team):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "create-once-2"}
+    first = api.post(URL, {"title": "first"}, content_type="application/json", **headers)
+    other = api.post(URL, {"title": "second"}, content_type="application/json", **headers)
+    garbage = api.post(URL, b"\x00", content_type="application/json", **headers)
+    assert first.status_code == 201
+    assert other.status_code == garbage.status_code == 409
+    assert "different request" in other.json()["detail"]
+    assert "Idempotent-Replayed" not in other
+    assert team.incidents.filter(title__in=["first", "second"]).count() == 1
+
+
 @override_settings(RANKSCOPE_API_BURST=3, RANKSCOPE_API_RATE=0.01)
 def test_it_rate_limits_each_token_after_its_burst_with_retry_after(
     reader, read_token, write_token, incident
