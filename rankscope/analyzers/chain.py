@@ -440,11 +440,14 @@ def apply_chain(
     facts = ctx.facts.chain
     if facts is None:
         return
+    # a run the verdict found healthy has no root cause: lines that would have started a
+    # chain (a DNS lookup retried, a storage warning) stay findings, not its category
+    failed = triage.get("shape") != "none"
     steps = facts.steps
-    if len(steps) >= 2 or (steps and not root_cause.get("chain")):
+    if failed and (len(steps) >= 2 or (steps and not root_cause.get("chain"))):
         root_cause["chain"] = steps
     trigger, category = facts.trigger, facts.category
-    if trigger is not None and category:
+    if failed and trigger is not None and category:
         root_cause["chain_trigger"] = {
             "category": category,
             "event": facts.label,

@@ -392,3 +392,18 @@ def test_a_generic_first_action_says_which_rank_and_nodes_it_means() -> None:
     two = Verdict(culprit_ranks=[3, 4])
     # several ranks: the generic words stay rather than a list that reads wrong
     assert _name_targets(text, two) == text
+
+
+def test_a_healthy_run_keeps_no_category_from_a_warning_that_would_start_a_chain() -> None:
+    text = (
+        "[2024-05-01 10:00:00,000] [INFO] [rank0] starting training\n"
+        "[W501 10:00:01.123456 socket.cpp:697] [c10d] The client socket has failed to connect "
+        "to [master-0]:29500 (errno: 22 - host not found: Name or service not known).\n"
+        "[2024-05-01 10:00:10,000] [INFO] [rank0] rendezvous complete, world size 8\n"
+        "[2024-05-01 10:10:20,000] [INFO] [rank0] step 1000 loss 1.02\n"
+        "[2024-05-01 10:10:30,000] [INFO] [rank0] Training completed. Saving final model.\n"
+    )
+    doc = _triage({"train.log": text})
+    assert (doc["triage"]["shape"], doc["triage"]["category"]) == ("none", "UNKNOWN")
+    assert not doc["root_cause"].get("chain")
+    assert "chain_trigger" not in doc["root_cause"]
