@@ -267,10 +267,11 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "loss-scale-at-floor",
-        (r"Attempted loss scale: 1(?:\.0)?, reducing to",),
-        r"Attempted loss scale: 1(?:\.0)?, reducing to (?P<scale>[\d.e-]+)",
-        "DeepSpeed's dynamic loss scale is at its floor (1) and the step still overflows: every "
-        "step is skipped and the model no longer trains (releases that do not abort keep going).",
+        (r"Attempted loss scale: (?:1(?:\.0)?|0(?:\.\d*)?|\d(?:\.\d+)?e-\d+), reducing to",),
+        r"Attempted loss scale: (?:1(?:\.0)?|0(?:\.\d*)?|\d(?:\.\d+)?e-\d+), reducing to (?P<scale>[\d.e-]+)",
+        "DeepSpeed's dynamic loss scale is at or below its floor (1, or 0 with min_loss_scale "
+        "unset) and the step still overflows: every step is skipped and the model no longer "
+        "trains (releases that do not abort keep going).",
         "NUMERICAL",
         "diverge",
         "error",
@@ -278,6 +279,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "clip gradients; resume from a checkpoint before the overflows began.",
         (
             "  0%|▋                                                                                                                                                                | 121/24128 [00:49<2:40:02,  2.51it/s][2024-11-27 00:37:04,448] [INFO] [stage2.py:1628:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 1, reducing to 1",
+            "1654049189272 localhost info [2022-06-01 02:06:29,272] [INFO] [stage2.py:1357:step] [deepscale] OVERFLOW! Rank 0 Skipping step. Attempted loss scale: 0.0, reducing to 0.0",
         ),
         0.85,
     ),
