@@ -32,7 +32,15 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
     # torchrun --tee / a launcher's bare stream tag
     ("tag", lazy_compile(r"\[std(?:out|err)\]:?\s*")),
     ("srun", lazy_compile(r"\s*(?P<v>\d{1,6}):\s")),
-    ("ray", lazy_compile(r"\((?P<v>[\w.]+)(?:\[\w+=\w+\])? pid=\d+(?:, ip=[\d.:a-f]+)?\)\s*")),
+    # Ray's actor/worker tag; vLLM's multiprocess executor uses the same shape and names the
+    # worker's rank in its torch.distributed world: "(VllmWorker rank=3 pid=4321)"
+    (
+        "ray",
+        lazy_compile(
+            r"\((?P<v>[\w.]+)(?:\[\w+=\w+\])?(?: rank=(?P<r>\d+))? pid=\d+"
+            r"(?:, ip=[\d.:a-f]+)?\)\s*"
+        ),
+    ),
     ("stream", lazy_compile(r"(?P<v>[\w.-]+) \[std(?:out|err)\]:?\s*")),
     # a date column, to the second or (a web console's) to the minute, maybe indented
     (
@@ -212,6 +220,8 @@ def peel(line: str) -> Envelope:
                 env.local_rank = int(v)
             elif name == "mpi" and env.rank is None:
                 env.rank = int(v)
+            elif name == "ray" and env.rank is None and m.group("r"):
+                env.rank = int(m.group("r"))
             elif name in ("pdsh", "pdsh_ip", "stream", "xla_dist") and v and env.host is None:
                 # slurmstepd names its node after a dash: "slurmstepd-gpu27-05: error: …"
                 env.host = v[len("slurmstepd-") :] if v.startswith("slurmstepd-") else v

@@ -130,9 +130,14 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "cuda-driver-oom",
-        (r"CUDA_ERROR_OUT_OF_MEMORY", r"Cuda failure 'out of memory'"),
-        r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure 'out of memory'",
-        "The CUDA driver refused a device allocation: the GPU is full (often two processes on one device).",
+        (
+            r"CUDA_ERROR_OUT_OF_MEMORY",
+            r"Cuda failure 'out of memory'",
+            r"CUDA Error: out of memory at ",
+        ),
+        r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure 'out of memory'|CUDA Error: out of memory at \S+",
+        "The CUDA driver refused a device allocation: the GPU is full (often two processes on one "
+        "device; under vLLM's sleep mode, wake_up mapping the sleeping memory back).",
         "OOM",
         None,
         "fatal",
@@ -140,6 +145,7 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             "E tensorflow/stream_executor/cuda/cuda_driver.cc:806] failed to allocate 512.00M (536870912 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
             "c231n07:162057:167199 [0] init.cu:218 WARN Cuda failure 'out of memory'",
+            "(ActorModelRayActor pid=291734) RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
         ),
         0.95,
     ),

@@ -39,6 +39,8 @@ def parse(text: str, name: str = "error-1-node-01.out") -> engine.ParseResult:
             97,
             "E",
         ),
+        # vLLM's multiprocess executor names the worker's rank in the tag itself
+        ("(VllmWorker rank=6 pid=21780) [E1121 10:22:33.123456789 x.cpp:1] x", 6, "E"),
         (
             "dinov2-giant-nodes.cn-d004 [stderr] [rank5]:[E1121 10:22:33.123456789 x.cpp:1] x",
             5,
