@@ -17,6 +17,10 @@ culprit). A setting only some processes print is not a difference (NCCL prints m
 
 Writes ``ctx.facts.odd_one_out`` (a list of ``{attribute, ranks, procs, value,
 majority, majority_count, reporting}``), which becomes ``localization.odd_one_out``.
+For the watchdog's work, the majority must also be more than half of the job's ranks
+(``job.world_size``, at least the highest rank seen + 1) when the work is the default
+group's: an excerpt where 2 of 8 ranks printed one op and 1 another does not show which
+op the ranks that stayed silent were in.
 A collective that differs on a minority narrows the ``collective_mismatch`` causes to
 those ranks (``cause["ranks"]``, read by the verdict) or, without such a message, adds
 a SOFTWARE cause on them. A different NCCL version is a SOFTWARE cause (0.6).
@@ -147,11 +151,14 @@ class OddOneOutAnalyzer:
             key = (row["op"], *(m.groups() if m else (None, None)))
             by_seq.setdefault((row["pg"], row["seq"]), {})[row["rank"]] = key
             evs[row["rank"]] = ev
+        world = (ctx.doc.get("job") or {}).get("world_size") or 0
         for (pg, seq), vals in sorted(by_seq.items(), key=lambda kv: str(kv[0])):
             got = minority(vals)
             if got is None:
                 continue
             top, n, odd = got
+            if pg in (None, "?", 0, "0") and n * 2 <= world:
+                continue  # the job's ranks that did not report may be on the minority's op
             shown = {
                 r: f"{v[0]} NumelIn={v[1]} NumelOut={v[2]}" if v[1] else v[0]
                 for r, v in vals.items()

@@ -449,13 +449,22 @@ def _scheduler(msg: str) -> Result:
     return None
 
 
+# a launcher's line that names the rank whose work raised the CUDA error
+# ("Failed to initialize executor on rank 6: CUDA error: …", TensorRT-LLM)
+_ON_RANK = lazy_compile(r"\bon rank (?P<r>\d+): CUDA error")
+
+
 def _cuda(msg: str) -> Result:
     """CUDA and ECC errors."""
     if "CUDA error" in msg:
         m = _RX["cuda_error"].search(msg)
         what = (m.group("what") if m else msg.split("CUDA error", 1)[1]).strip(" :")[:200]
         kind = "ecc_error" if "ECC" in what else "cuda_error"
-        return kind, {"what": what}
+        f: dict[str, Any] = {"what": what}
+        on = _ON_RANK.search(msg)
+        if on:
+            f["msg_rank"] = int(on.group("r"))
+        return kind, f
     if "ECC error" in msg:
         return "ecc_error", {"what": msg[:200]}
     return None

@@ -636,6 +636,9 @@ def _rank_of(env: Envelope, kind: str, fields: dict[str, Any], file_rank: int | 
     if rank is None and "sig" in fields and str(fields.get("rank", "")).isdigit():
         rank = int(fields["rank"])  # the message names its rank ("Rank 11: …")
         fields["rank_from"] = "message"
+    if rank is None and fields.get("msg_rank") is not None:
+        rank = fields["msg_rank"]  # "… on rank 6: CUDA error: …"
+        fields["rank_from"] = "message"
     if env.local_rank is not None:
         fields["local_rank"] = env.local_rank
     if rank is None and env.task is not None:

@@ -116,6 +116,38 @@ def test_a_mismatch_only_one_side_printed_stays_with_the_rank_that_printed_it() 
     assert doc["localization"]["culprit_ranks"] == [1]
 
 
+def _timeouts(ops: dict[int, str]) -> bytes:
+    return "".join(
+        f"[rank{r}]:[E1107 10:42:28.858931807 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog "
+        f"caught collective operation timeout: WorkNCCL(SeqNum=4486, OpType={op}, NumelIn=1, "
+        f"NumelOut=1, Timeout(ms)=600000) ran for 600013 milliseconds before timing out.\n"
+        for r, op in ops.items()
+    ).encode()
+
+
+def test_a_timeout_minority_is_named_when_the_majority_is_most_of_the_job() -> None:
+    ops = {r: "_ALLGATHER_BASE" for r in range(4)} | {2: "REDUCE"}
+    doc = engine.analyze([engine.parse_artifact(io.BytesIO(_timeouts(ops)), name="job.out")])
+    assert doc["localization"]["culprit_ranks"] == [2]
+
+
+def test_a_timeout_minority_among_few_of_many_ranks_names_nobody() -> None:
+    # ranks 0, 1 and 5 of at least 6: the silent ranks may be on either op
+    ops = {0: "REDUCE", 1: "_ALLGATHER_BASE", 5: "_ALLGATHER_BASE"}
+    doc = engine.analyze([engine.parse_artifact(io.BytesIO(_timeouts(ops)), name="job.out")])
+    assert doc["localization"]["culprit_ranks"] == []
+
+
+def test_a_cuda_error_a_launcher_reports_on_a_rank_is_that_ranks() -> None:
+    log = (
+        b"[03/18/2025-23:49:47] [TRT-LLM] [E] Failed to initialize executor on rank 6: CUDA "
+        b"error: uncorrectable NVLink error detected during the execution\n"
+    )
+    doc = engine.analyze([engine.parse_artifact(io.BytesIO(log), name="trtllm.log")])
+    assert doc["triage"]["category"] == "HARDWARE"
+    assert doc["localization"]["culprit_ranks"] == [6]
+
+
 def test_an_nccl_setting_on_one_rank_is_named_with_its_line() -> None:
     lines = [
         f"[rank{r}]: node{r // 4}:{100 + r}:{100 + r} [{r % 4}] NCCL INFO NCCL_IB_TIMEOUT set by environment to {14 if r == 6 else 22}."
