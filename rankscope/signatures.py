@@ -939,6 +939,23 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "slurm-task-launch-failed",
+        (r"Task launch for \S+ failed on node ", r"Application launch failed: "),
+        r"Task launch for \S+ failed on node (?P<host>[\w.-]+): (?P<why>.+)|Application launch failed: (?P<why2>.+)",
+        "srun could not start the job step's tasks on a node (e.g. the job credential was "
+        "refused as expired after a reboot or clock skew): the program never ran there.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Check the named node's slurmd and clock (`scontrol show node`, munge/NTP after a "
+        "reboot); resubmit excluding it until it is fixed.",
+        (
+            "srun: error: Task launch for 36.0 failed on node cn131: Job credential expired",
+            "srun: error: Application launch failed: Job credential expired",
+        ),
+        0.85,
+    ),
+    S(
         "rendezvous-closed",
         (r"RendezvousClosedError",),
         r"RendezvousClosedError",
