@@ -894,6 +894,24 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "ray-autoscaler-instance-terminated",
+        (r"will be terminated soon \(reason: ",),
+        r"Instance (?P<inst>\S+) \(node IP: (?P<ip>[\d.]+)\) will be terminated soon \(reason: (?P<why>[^)]+)\)",
+        "The Ray autoscaler reports that nodes of the cluster are being taken away (a "
+        "Kubernetes pod termination, spot reclaim, preemption or scale-down): the workers "
+        "on them go, and what fails next in the job is a consequence.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Find why the pods/instances were terminated (kubectl get events, the node pool's "
+        "preemption or scale-down history); resume from the last checkpoint and make the "
+        "workers checkpoint and tear down on SIGTERM.",
+        (
+            "(autoscaler +44m27s) Instance k-7c3d91be0001 (node IP: 10.1.140.199) will be terminated soon (reason: kubernetes-pod-termination).",
+        ),
+        0.85,
+    ),
+    S(
         "tpu-lame-workers",
         (r"lame workers found",),
         r"lame workers found: (?P<what>.*)",
