@@ -941,6 +941,22 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "ray-node-marked-dead",
+        (r"has been marked dead because the (?:detector|monitor) has missed too many heartbeats",),
+        r"The node with (?:node|client) id:? \w+(?: and ip: (?P<host>[\w.:-]+))? has been marked dead",
+        "Ray lost a node of the cluster (it was shut down, preempted, crashed or stopped "
+        "answering heartbeats): the workers on it are gone and the job waits or fails on them.",
+        "INFRA",
+        None,
+        "fatal",
+        "Check why the node went away (its instance/pod history, raylet.out and dmesg on it); "
+        "restart from the last checkpoint on healthy nodes.",
+        (
+            "2022-02-15 16:53:52,096\tWARNING worker.py:1462 -- The node with node id: 3c9e71a05b2f84d6e0a1c7b95f3d28e4a6b1907c5d2e8f4a3b6c1d09 and ip: 10.128.0.103 has been marked dead because the detector has missed too many heartbeats from it. This can happen when a raylet crashes unexpectedly or has lagging heartbeats.",
+        ),
+        0.8,
+    ),
+    S(
         "slurm-batch-script-missing",
         (r"execve\(\): [^ ]*slurm_script: No such file or directory",),
         r"execve\(\): (?P<path>\S*slurm_script): No such file or directory",
