@@ -902,6 +902,24 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "ray-autoscaler-instance-terminated",
+        (r"will be terminated soon \(reason: ",),
+        r"Instance (?P<inst>\S+) \(node IP: (?P<ip>[\d.]+)\) will be terminated soon \(reason: (?P<why>[^)]+)\)",
+        "The Ray autoscaler reports that nodes of the cluster are being taken away (a "
+        "Kubernetes pod termination, spot reclaim, preemption or scale-down): the workers "
+        "on them go, and what fails next in the job is a consequence.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Find why the pods/instances were terminated (kubectl get events, the node pool's "
+        "preemption or scale-down history); resume from the last checkpoint and make the "
+        "workers checkpoint and tear down on SIGTERM.",
+        (
+            "(autoscaler +44m27s) Instance k-7c3d91be0001 (node IP: 10.1.140.199) will be terminated soon (reason: kubernetes-pod-termination).",
+        ),
+        0.85,
+    ),
+    S(
         "tpu-lame-workers",
         (r"lame workers found",),
         r"lame workers found: (?P<what>.*)",
@@ -931,6 +949,22 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "ray-node-marked-dead",
+        (r"has been marked dead because the (?:detector|monitor) has missed too many heartbeats",),
+        r"The node with (?:node|client) id:? \w+(?: and ip: (?P<host>[\w.:-]+))? has been marked dead",
+        "Ray lost a node of the cluster (it was shut down, preempted, crashed or stopped "
+        "answering heartbeats): the workers on it are gone and the job waits or fails on them.",
+        "INFRA",
+        None,
+        "fatal",
+        "Check why the node went away (its instance/pod history, raylet.out and dmesg on it); "
+        "restart from the last checkpoint on healthy nodes.",
+        (
+            "2022-02-15 16:53:52,096\tWARNING worker.py:1462 -- The node with node id: 3c9e71a05b2f84d6e0a1c7b95f3d28e4a6b1907c5d2e8f4a3b6c1d09 and ip: 10.128.0.103 has been marked dead because the detector has missed too many heartbeats from it. This can happen when a raylet crashes unexpectedly or has lagging heartbeats.",
+        ),
+        0.8,
+    ),
+    S(
         "slurm-batch-script-missing",
         (r"execve\(\): [^ ]*slurm_script: No such file or directory",),
         r"execve\(\): (?P<path>\S*slurm_script): No such file or directory",
@@ -943,6 +977,23 @@ CATALOGUE: tuple[Signature, ...] = (
         "SlurmdSpoolDir / tmp mount); other jobs on it fail the same way.",
         (
             "slurmstepd: error: execve(): /tmp/slurmd/job00412/slurm_script: No such file or directory",
+        ),
+        0.85,
+    ),
+    S(
+        "slurm-task-launch-failed",
+        (r"Task launch for \S+ failed on node ", r"Application launch failed: "),
+        r"Task launch for \S+ failed on node (?P<host>[\w.-]+): (?P<why>.+)|Application launch failed: (?P<why2>.+)",
+        "srun could not start the job step's tasks on a node (e.g. the job credential was "
+        "refused as expired after a reboot or clock skew): the program never ran there.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Check the named node's slurmd and clock (`scontrol show node`, munge/NTP after a "
+        "reboot); resubmit excluding it until it is fixed.",
+        (
+            "srun: error: Task launch for 36.0 failed on node cn131: Job credential expired",
+            "srun: error: Application launch failed: Job credential expired",
         ),
         0.85,
     ),
