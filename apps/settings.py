@@ -258,6 +258,10 @@ if CELERY_BROKER_URL.startswith("filesystem"):
         "processed_folder": str(_broker_dir / "processed"),
         "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
+        # how often an idle worker looks for new task files; kombu's default (1 s) lets a
+        # two-process worker start two parses a second: a 256-file upload waited two minutes
+        # for its verdict in the embedded mode
+        "polling_interval": env_float("CELERY_FILESYSTEM_POLL_SECONDS", 0.1, minimum=0.01),
     }
 else:
     # Above the longest hard time limit, so a slow task is never handed to a second

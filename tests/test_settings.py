@@ -48,6 +48,16 @@ def test_the_embedded_defaults_start_without_any_server(tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+def test_the_embedded_brokers_poll_interval_is_read_and_checked(tmp_path):
+    env = {k: "" for k in ("DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL")}
+    env["RANKSCOPE_VAR_DIR"] = str(tmp_path)
+    result = _check({**env, "CELERY_FILESYSTEM_POLL_SECONDS": "often"})
+    assert result.returncode != 0
+    assert "CELERY_FILESYSTEM_POLL_SECONDS" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert _check({**env, "CELERY_FILESYSTEM_POLL_SECONDS": "0.5"}).returncode == 0
+
+
 @pytest.mark.parametrize(
     ("env", "name"),
     [
