@@ -241,7 +241,7 @@ _RECS: dict[str, list[tuple[str, str]]] = {
     "OOM": [
         (
             "immediate",
-            "Restart from the last checkpoint with a smaller micro-batch or activation checkpointing on the failing rank's stage.",
+            "Restart from the last checkpoint with a smaller micro-batch or activation checkpointing on {failing_rank_s} stage.",
         ),
         (
             "structural",
@@ -255,7 +255,7 @@ _RECS: dict[str, list[tuple[str, str]]] = {
     "HARDWARE": [
         (
             "immediate",
-            "Drain the named node, run GPU diagnostics (dcgmi diag -r 3), restart from the last checkpoint without it.",
+            "Drain {nodes}, run GPU diagnostics (dcgmi diag -r 3), restart from the last checkpoint without it.",
         ),
         (
             "prevention",
@@ -265,7 +265,7 @@ _RECS: dict[str, list[tuple[str, str]]] = {
     "NETWORK": [
         (
             "immediate",
-            "Run nccl-tests (all_reduce_perf) across the affected nodes and check IB port counters (ibdiagnet, perfquery); restart excluding bad nodes.",
+            "Run nccl-tests (all_reduce_perf) across {affected_nodes} and check IB port counters (ibdiagnet, perfquery); restart excluding bad nodes.",
         ),
         (
             "structural",
@@ -299,7 +299,7 @@ _RECS: dict[str, list[tuple[str, str]]] = {
     "SOFTWARE": [
         (
             "immediate",
-            "Read the first error's traceback on the named rank; fix and rerun from the last checkpoint.",
+            "Read the first error's traceback{on_ranks}; fix and rerun from the last checkpoint.",
         ),
         (
             "prevention",
@@ -309,7 +309,7 @@ _RECS: dict[str, list[tuple[str, str]]] = {
     "DATA": [
         (
             "immediate",
-            "Inspect the straggler rank's data shard and storage reads; restart from the last checkpoint.",
+            "Inspect {straggler_rank_s} data shard and storage reads; restart from the last checkpoint.",
         ),
         (
             "structural",
@@ -344,28 +344,33 @@ _NO_EXIT_ACTION = (
 )
 
 
-def _name_targets(text: str, v: Verdict) -> str:
-    """A generic action's "the named node/rank" says which, or what to look for when the
-    logs name none (a dmesg excerpt without a host, a single-process log)."""
+def _targets(v: Verdict) -> dict[str, str]:
+    """What the generic actions' placeholders say: the culprit node(s) and rank the verdict
+    names, or what to look for when the logs name none (a dmesg excerpt without a host, a
+    single-process log). Several ranks keep the generic words rather than a list."""
     hosts = ", ".join(v.culprit_hosts[:4]) + (" …" if len(v.culprit_hosts) > 4 else "")
     ranks = ", ".join(str(r) for r in v.culprit_ranks[:4]) + (
         " …" if len(v.culprit_ranks) > 4 else ""
     )
-    text = text.replace("the named node", hosts or "the node whose logs show it")
-    rank_word = "ranks" if len(v.culprit_ranks) > 1 else "rank"
-    text = text.replace(" on the named rank", f" on {rank_word} {ranks}" if ranks else "")
-    if len(v.culprit_ranks) == 1:
-        for generic in ("the straggler rank's", "the failing rank's"):
-            text = text.replace(generic, f"rank {ranks}'s")
-    if hosts:
-        text = text.replace("across the affected nodes", f"across {hosts} and a healthy node")
-    return text
+    one = f"rank {ranks}'s" if len(v.culprit_ranks) == 1 else ""
+    word = "ranks" if len(v.culprit_ranks) > 1 else "rank"
+    return {
+        "nodes": hosts or "the node whose logs show it",
+        "affected_nodes": f"{hosts} and a healthy node" if hosts else "the affected nodes",
+        "on_ranks": f" on {word} {ranks}" if ranks else "",
+        "failing_rank_s": one or "the failing rank's",
+        "straggler_rank_s": one or "the straggler rank's",
+    }
 
 
 def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
     if v.shape == "none":
         return []
-    recs = [{"kind": k, "text": t} for k, t in _RECS.get(v.category, _RECS["UNKNOWN"])]
+    targets = _targets(v)
+    recs = [
+        {"kind": k, "text": t.format_map(targets)}
+        for k, t in _RECS.get(v.category, _RECS["UNKNOWN"])
+    ]
     sig = _catalogue_root(v)
     host_oom = v.root is not None and (v.root.kind == "host_oom_kill" or _sigkilled(v.root))
     if v.category == "OOM" and (sig is not None or host_oom):
@@ -382,7 +387,6 @@ def recommendations(ctx: Context, v: Verdict) -> list[dict[str, Any]]:
         ]
     if v.shape == "hang" and v.root is not None and v.root.kind == "run_succeeded":
         recs = [{"kind": "immediate", "text": _NO_EXIT_ACTION}]
-    recs = [{**r, "text": _name_targets(r["text"], v)} for r in recs]
     if v.shape == "slow" and v.category in SLOW_ACTION:
         recs = [
             {

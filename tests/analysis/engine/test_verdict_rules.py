@@ -381,17 +381,20 @@ def test_the_first_action_names_the_node_it_means_or_says_which_one_to_look_for(
 
 
 def test_a_generic_first_action_says_which_rank_and_nodes_it_means() -> None:
-    from rankscope.analyzers.advice import _name_targets
+    from rankscope.analyzers.advice import _RECS, _targets
     from rankscope.analyzers.verdict import Verdict
 
+    def first(category: str, v: Verdict) -> str:
+        text = next(t for k, t in _RECS[category] if k == "immediate")
+        return text.format_map(_targets(v))
+
     one = Verdict(shape="hang", category="DATA", culprit_ranks=[153], culprit_hosts=["node-19"])
-    text = "Inspect the straggler rank's data shard and storage reads; restart."
-    assert _name_targets(text, one) == "Inspect rank 153's data shard and storage reads; restart."
-    net = "Run nccl-tests (all_reduce_perf) across the affected nodes; restart excluding bad nodes."
-    assert "across node-19 and a healthy node" in _name_targets(net, one)
+    assert first("DATA", one).startswith("Inspect rank 153's data shard and storage reads;")
+    assert "across node-19 and a healthy node" in first("NETWORK", one)
     two = Verdict(culprit_ranks=[3, 4])
     # several ranks: the generic words stay rather than a list that reads wrong
-    assert _name_targets(text, two) == text
+    assert first("DATA", two).startswith("Inspect the straggler rank's data shard")
+    assert first("SOFTWARE", two).startswith("Read the first error's traceback on ranks 3, 4;")
 
 
 def test_a_healthy_run_keeps_no_category_from_a_warning_that_would_start_a_chain() -> None:
