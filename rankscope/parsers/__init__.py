@@ -106,13 +106,21 @@ class _Prepended(io.RawIOBase):
     def __init__(self, head: bytes, stream: BinaryIO) -> None:
         self._head = head
         self._stream = stream
+        self._taken = False  # bytes of the stream read through this one
 
     def readable(self) -> bool:
         return True
 
+    @property
+    def head_and_stream(self) -> tuple[bytes, BinaryIO] | tuple[None, None]:
+        """The head and the stream behind it, while nothing of the stream has been read
+        through this one (a parser may then map the file itself: ``textlog._map_whole``)."""
+        return (self._head, self._stream) if not self._taken else (None, None)
+
     def read(self, size: int = -1) -> bytes:
         if self._head:
             if size is None or size < 0:
+                self._taken = True
                 out, self._head = self._head + self._stream.read(), b""
                 return out
             if size <= len(self._head):
@@ -120,6 +128,7 @@ class _Prepended(io.RawIOBase):
                 return out
             out, self._head = self._head, b""
             return out  # a short read: no copy of the next chunk onto the head
+        self._taken = True
         return self._stream.read(size if size is not None else -1) or b""
 
     def readinto(self, b: bytearray | memoryview) -> int:  # type: ignore[override]
@@ -128,6 +137,7 @@ class _Prepended(io.RawIOBase):
             b[:n] = self._head[:n]
             self._head = self._head[n:]
             return n  # a short read; callers loop
+        self._taken = True
         inner = getattr(self._stream, "readinto", None)
         if inner is not None:
             return inner(b) or 0

@@ -4,6 +4,7 @@ chunk boundaries, on how the stream hands out its bytes, or on the file parsed b
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -108,3 +109,63 @@ def test_parallel_parse_returns_files_in_order_whatever_their_sizes(tmp_path: Pa
     parallel = parse_paths([tmp_path], jobs=2)
     assert [r.name for r in parallel] == [r.name for r in serial]
     assert [_summary(r) for r in parallel] == [_summary(r) for r in serial]
+
+
+def _settled(path: Path) -> Path:
+    """A file last written long enough ago to be mapped (``textlog.STILL_WRITTEN_S``)."""
+    old = path.stat().st_mtime - 3600
+    os.utime(path, (old, old))
+    return path
+
+
+def _parse_file(path: Path):
+    with open(path, "rb") as f:
+        return parse_artifact(f, name=path.name)
+
+
+@pytest.mark.parametrize("scanner", ["hyperscan", "re"])
+def test_a_settled_file_is_mapped_and_read_the_same(
+    tmp_path: Path, scanner: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data, want = _log_across_chunks()
+    path = tmp_path / "node-1.log"
+    path.write_bytes(data)
+    _settled(path)
+    mapped: list[bool] = []
+    real = textlog._map_whole
+
+    def spy(stream):
+        got = real(stream)
+        mapped.append(got is not None)
+        return got
+
+    monkeypatch.setattr(textlog, "_map_whole", spy)
+    before = get_scanner().name
+    set_scanner(scanner)
+    try:
+        r = _parse_file(path)
+    finally:
+        set_scanner(before)
+    assert mapped == [True]
+    assert _summary(r) == _summary(parse_artifact(io.BytesIO(data), name="node-1.log"))
+    assert [e.line for e in r.events] == want
+    for line_no, off in r.line_index:  # the sparse index points at line starts
+        assert data.count(b"\n", 0, off) == line_no - 1
+
+
+def test_a_file_written_just_now_or_small_is_read_not_mapped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data, _ = _log_across_chunks()
+    fresh = tmp_path / "node-1.log"
+    fresh.write_bytes(data)  # a live log may still grow or be truncated by a rotation
+    small = tmp_path / "node-2.log"
+    small.write_bytes(WATCHDOG + NOISE * 3)
+    _settled(small)
+    mapped: list[bool] = []
+    real = textlog._map_whole
+    monkeypatch.setattr(textlog, "_map_whole", lambda s: mapped.append(real(s) is not None))
+    for p in (fresh, small):
+        r = _parse_file(p)
+        assert r.error is None and r.events
+    assert mapped == [False, False]
