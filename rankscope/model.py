@@ -57,14 +57,14 @@ class RankInfo:
     last_time: str | None = None
     last_step: int | None = None
     last_step_line: int | None = None
-    lines_seen: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> RankInfo:
-        return cls(**d)
+        # results stored by older versions carry fields since dropped (``lines_seen``)
+        return cls(**{k: v for k, v in d.items() if k in cls.__slots__})
 
 
 @dataclass

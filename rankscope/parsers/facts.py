@@ -9,6 +9,7 @@ and last step and timestamp per rank) is read here from the first and last
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from .._lazy import lazy_compile
@@ -149,56 +150,101 @@ def _step(result: ParseResult, ri: RankInfo, line: str) -> None:
 
 
 def _fast(text: str, result: ParseResult, where: str) -> None:
-    step_line: dict[int, int] = {}  # rank → start of its last line mentioning a step
-    first_step_at = -1
-    # per rank as its prefix spells it: (rank, its RankInfo, made at its first line as
-    # _rank_info does, counted once at the end); the last stamped line's match, made text
-    # once at the end; whether its first time may still be unset
-    per_rank: dict[int, list[Any]] = {}
-    seen: dict[str, list[Any]] = {}  # the same, by the prefix's digits
-    head = where == "head"
-    find, n = text.find, len(text)
-    for m in _RANK_LINE.finditer(text):
-        got = seen.get(m.group("r"))
-        if got is None:
-            rank = int(m.group("r"))  # "[rank03]:" and "[rank3]:" are the same rank
-            got = per_rank.get(rank)
-            if got is None:
-                ri = _rank_info(result, rank)
-                got = per_rank[rank] = [rank, ri, 0, None, head and ri.first_time is None]
-            seen[m.group("r")] = got
-        got[2] += 1
-        if m.group("md"):
-            got[3] = m
-            if got[4]:
-                got[1].first_time = _iso_from_glog(m.group("md"), m.group("t"))
-                got[4] = False
-        at = m.end()
-        end = find("\n", at)
-        end = end if end >= 0 else n
-        if find("step", at, end) >= 0 or find("iteration", at, end) >= 0:
-            step_line[got[0]] = at
-            if first_step_at < 0:
-                first_step_at = at
-    for _rank, ri, lines, last, _first in per_rank.values():
-        ri.lines_seen += lines
-        if last is not None:
-            ri.last_time = _iso_from_glog(last.group("md"), last.group("t"))
+    """Facts of a region whose lines carry ``[rankN]:`` (one node's ranks interleaved): each
+    rank's first stamped line (head), last stamped line, last line naming a step, the
+    region's first line naming a step, and NCCL's host per rank. One C-level pass lists the
+    prefixes with their stamps; the step lines are found from their words ("step",
+    "iteration"), from the back until each rank has its last (and from the front for the
+    region's first), so only those lines are read in Python — not every line."""
+    # per "[rankN]:" prefix: (digits, level, month-day, time), in order
+    occ = _RANK_LINE.findall(text)
+    if not occ:
+        return
+    rank_of: dict[str, int] = {}
+    first: dict[int, tuple[str, str]] = {}
+    last: dict[int, tuple[str, str]] = {}
+    for digits, _level, md, t in occ:
+        rank = rank_of.get(digits)
+        if rank is None:  # "[rank03]:" and "[rank3]:" are the same rank
+            rank = rank_of[digits] = int(digits)
+        if md:
+            if rank not in first:
+                first[rank] = (md, t)
+            last[rank] = (md, t)
+    infos = {r: _rank_info(result, r) for r in dict.fromkeys(rank_of.values())}
+    for rank, ri in infos.items():
+        if where == "head" and ri.first_time is None and rank in first:
+            ri.first_time = _iso_from_glog(*first[rank])
+        if rank in last:
+            ri.last_time = _iso_from_glog(*last[rank])
     # the step regex only on the lines that matter: each rank's last, the region's first
-    for rank, pos in step_line.items():
-        end = text.find("\n", pos)
-        _step(result, result.rank_info[rank], text[pos : end if end >= 0 else len(text)])
-    if first_step_at >= 0 and where == "head":
-        end = text.find("\n", first_step_at)
-        ms = _STEP.search(text[first_step_at : end if end >= 0 else len(text)])
-        if ms:
-            step = int(ms.group("a") or ms.group("b"))
-            first = result.facts.get("first_step")
-            result.facts["first_step"] = step if first is None else min(first, step)
-    for m in _RANK_NCCL_HOST.finditer(text):
-        rank = int(m.group("r"))
-        if rank not in result.rank_hosts:
-            result.rank_hosts[rank] = m.group("host")
+    pending = set(infos)
+    for start, end in _word_lines(text, backwards=True):
+        for m in reversed(list(_RANK_LINE.finditer(text, start, end))):
+            rank = rank_of[m.group("r")]
+            if rank in pending and _has_step_word(text, m.end(), end):
+                pending.discard(rank)
+                _step(result, infos[rank], text[m.end() : end])
+        if not pending:
+            break
+    if where == "head":
+        found = False
+        for start, end in _word_lines(text, backwards=False):
+            for m in _RANK_LINE.finditer(text, start, end):
+                if _has_step_word(text, m.end(), end):
+                    ms = _STEP.search(text[m.end() : end])
+                    if ms:
+                        step = int(ms.group("a") or ms.group("b"))
+                        low = result.facts.get("first_step")
+                        result.facts["first_step"] = step if low is None else min(low, step)
+                    found = True
+                    break
+            if found:
+                break
+    if any(r not in result.rank_hosts for r in infos):
+        for m in _RANK_NCCL_HOST.finditer(text):
+            rank = int(m.group("r"))
+            if rank not in result.rank_hosts:
+                result.rank_hosts[rank] = m.group("host")
+
+
+_STEP_WORDS = ("step", "iteration")
+
+
+def _word_lines(text: str, *, backwards: bool) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each line of ``text`` where "step" or "iteration" occurs, from the
+    last such line back (or from the first on); each line once."""
+    n = len(text)
+    if backwards:
+        at = {w: text.rfind(w) for w in _STEP_WORDS}
+        while True:
+            pos = max(at.values())
+            if pos < 0:
+                return
+            start = text.rfind("\n", 0, pos) + 1
+            end = text.find("\n", pos)
+            yield start, (end if end >= 0 else n)
+            for w, a in at.items():
+                if a >= start:
+                    at[w] = text.rfind(w, 0, start)
+    else:
+        at = {w: text.find(w) for w in _STEP_WORDS}
+        while True:
+            live = [a for a in at.values() if a >= 0]
+            if not live:
+                return
+            pos = min(live)
+            start = text.rfind("\n", 0, pos) + 1
+            end = text.find("\n", pos)
+            end = end if end >= 0 else n
+            yield start, end
+            for w, a in at.items():
+                if 0 <= a <= end:
+                    at[w] = text.find(w, end)
+
+
+def _has_step_word(text: str, at: int, end: int) -> bool:
+    return text.find("step", at, end) >= 0 or text.find("iteration", at, end) >= 0
 
 
 def _glog_only(s: str) -> str:
@@ -322,7 +368,6 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
     # by line comes to)
     glog_ok = file_rank is not None
     fri: RankInfo | None = None  # the file rank's, made at its first line as _rank_info does
-    n_glog = 0
     last_glog: str | None = None  # the last glog line, its stamp made text at the end
     hi = lo = None
     head = where == "head"
@@ -339,7 +384,6 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
         if mg is not None:
             if fri is None:
                 fri = _rank_info(result, file_rank)  # type: ignore[arg-type]
-            n_glog += 1
             if need_first:
                 if fri.first_time is None:
                     fri.first_time = _glog_time(raw)
@@ -368,7 +412,6 @@ def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> 
             need_host = False
     if fri is None:
         return
-    fri.lines_seen += n_glog
     if last_glog is not None:
         fri.last_time = _glog_time(last_glog)
     if hi is not None and lo is not None:
@@ -402,7 +445,6 @@ def _peeled_line(
     if rank is None:
         return False, False
     ri = _rank_info(result, rank)
-    ri.lines_seen += 1
     t = env.time or (find_time(env.message) if where == "tail" else None)
     if t:
         if where == "head" and ri.first_time is None:

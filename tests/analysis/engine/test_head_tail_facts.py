@@ -1,0 +1,63 @@
+"""Per-rank facts read from a log's head and tail (first and last time, last step, host):
+what the rank table shows for every rank, whatever the file's layout."""
+
+from __future__ import annotations
+
+import io
+
+from rankscope import parse_artifact
+from rankscope.parsers import textlog
+
+
+def _parse(data: bytes, name: str):
+    return parse_artifact(io.BytesIO(data), name=name)
+
+
+def _node_log() -> bytes:
+    """Two ranks interleaved with ``[rankN]:``; rank 1 never prints a step, rank 0's last
+    stamped line is not its last line, and rank 1 names its host through NCCL's banner."""
+    lines = [
+        "[rank0]:[I1121 08:00:01.000000 train.py:10] starting",
+        "[rank1]: node-7:4100:4117 [1] NCCL INFO Bootstrap : Using ib0",
+        "[rank1]:[I1121 08:00:02.000000 train.py:10] starting",
+    ]
+    for step in range(1, 401):
+        lines.append(
+            f"[rank0]:[I1121 09:{step // 60:02d}:{step % 60:02d}.000000 train.py:9] step {step} done"
+        )
+        lines.append(
+            f"[rank1]:[I1121 09:{step // 60:02d}:{step % 60:02d}.500000 train.py:9] waiting"
+        )
+    lines.append("[rank0]: plain line without a stamp")
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_interleaved_ranks_get_their_own_first_and_last_time_and_step() -> None:
+    data = _node_log()
+    assert len(data) > textlog.HEAD + textlog.TAIL  # head and tail are separate regions
+    r = _parse(data, "node-7.log")
+    r0, r1 = r.rank_info[0], r.rank_info[1]
+    assert r0.first_time.endswith("11-21T08:00:01.000000")
+    assert r0.last_time.endswith("11-21T09:06:40.000000")  # step 400, its last stamped line
+    assert r0.last_step == 400
+    assert r1.first_time.endswith("11-21T08:00:02.000000")
+    assert r1.last_time.endswith("11-21T09:06:40.500000")
+    assert r1.last_step is None
+    assert r.facts["first_step"] == 1
+    assert r.rank_hosts[1] == "node-7"
+
+
+def test_a_per_rank_file_gets_first_and_last_time_step_and_host() -> None:
+    lines = ["node-3:4100:4117 [0] NCCL INFO Bootstrap : Using ib0"]
+    lines += [
+        f"[I1121 09:{s // 60:02d}:{s % 60:02d}.000000 train.py:9] step {s} done, loss 2.0"
+        for s in range(5, 905)
+    ]
+    lines.append("Traceback (most recent call last): the end, with no stamp")
+    r = _parse(("\n".join(lines) + "\n").encode(), "rank_12.log")
+    ri = r.rank_info[12]
+    assert ri.first_time.endswith("11-21T09:00:05.000000")
+    assert ri.last_time.endswith("11-21T09:15:04.000000")  # the last stamped line
+    assert ri.last_step == 904
+    assert r.facts["first_step"] == 5
+    assert r.rank_hosts[12] == "node-3"
