@@ -19,7 +19,7 @@ import io
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -28,7 +28,6 @@ from .metrics import MetricsTable
 from .model import Options, ParseResult
 from .parsers import parse_artifact, parser_for
 from .parsers.newlines import SIMD_BYTES
-from .pipeline import analyze
 from .render import render_markdown, render_text
 from .scan import get_scanner, prepare_literal_sets, set_scanner
 from .sources import iter_files, read_one
@@ -55,16 +54,33 @@ def _parse_file(path: str, name: str, scanner: str | None) -> list[Packed]:
     return [_pack(parse_artifact(stream, name=n)) for n, stream in read_one(Path(path), name)]
 
 
+def prepare_analysis() -> None:
+    """Import the analysis side (the analyzers and their modules): done by the parent while
+    the parse processes read the files, so that ``analyze`` starts at once after them."""
+    from .analyzers import registered_analyzers
+
+    registered_analyzers()
+
+
 def parse_paths(
-    paths: Iterable[str | os.PathLike[str]], *, jobs: int = 0, scanner: str | None = None
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    jobs: int = 0,
+    scanner: str | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> list[ParseResult]:
-    """Parse everything under ``paths``, files in ``jobs`` processes (0 = CPU count)."""
+    """Parse everything under ``paths``, files in ``jobs`` processes (0 = CPU count);
+    ``meanwhile`` is called once the processes have their files (or, parsing in this
+    process, after the parse)."""
     jobs = jobs or os.cpu_count() or 1
     files = [(str(path), name) for name, path in iter_files(paths)]
     if scanner:
         set_scanner(scanner)
     if jobs <= 1 or len(files) <= 1:
-        return [_unpack(p) for path, name in files for p in _parse_file(path, name, scanner)]
+        out = [_unpack(p) for path, name in files for p in _parse_file(path, name, scanner)]
+        if meanwhile is not None:
+            meanwhile()
+        return out
     # imported here: a single file is parsed in this process, without them (~10 ms of start-up)
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_all_start_methods, get_context
@@ -90,6 +106,8 @@ def parse_paths(
             [scanner] * len(files),
             chunksize=max(1, min(8, len(files) // (jobs * 8))),
         )
+        if meanwhile is not None:
+            meanwhile()
         # unpacked as they arrive, while the workers go on parsing
         by_index = {i: [_unpack(p) for p in r] for i, r in zip(order, done, strict=True)}
     return [r for i in range(len(files)) for r in by_index[i]]
@@ -118,7 +136,10 @@ def diagnose(
     scanner: str | None = None,
 ) -> dict[str, Any]:
     """Parse + analyze: the triage document for ``paths``."""
-    return analyze(parse_paths(paths, jobs=jobs, scanner=scanner), options=options)
+    from .pipeline import analyze
+
+    results = parse_paths(paths, jobs=jobs, scanner=scanner, meanwhile=prepare_analysis)
+    return analyze(results, options=options)
 
 
 def triage(
@@ -164,7 +185,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if missing:
         return EXIT_USAGE
     opts = Options(straggler_score=args.straggler_score)
-    results = parse_paths(args.paths, jobs=args.jobs, scanner=args.scanner)
+    results = parse_paths(
+        args.paths, jobs=args.jobs, scanner=args.scanner, meanwhile=prepare_analysis
+    )
     if not results:
         print("rankscope triage: no files under the given paths", file=sys.stderr)
         return EXIT_USAGE
@@ -173,6 +196,8 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
         print(f"rankscope triage: {r.name}: {r.error}", file=sys.stderr)
     if len(unreadable) == len(results):
         return EXIT_USAGE
+    from .pipeline import analyze
+
     doc = analyze(results, options=opts)
     text = render(doc, args.format)
     output = getattr(args, "output", None)

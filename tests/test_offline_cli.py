@@ -286,3 +286,25 @@ def test_a_lazy_pattern_answers_as_the_compiled_one():
         assert lazy.sub("#", text) == plain.sub("#", text)
         assert pickle.loads(pickle.dumps(lazy)) == plain
     assert lazy_compile(rb"\d+").findall(b"12 x 3") == [b"12", b"3"]
+
+
+_PARSE_ONLY_PROBE = """
+import io, json, sys
+import rankscope
+r = rankscope.parse_artifact(io.BytesIO(sys.argv[1].encode()), name="rank_3.log")
+parsed_alone = "rankscope.analyzers" not in sys.modules
+doc = rankscope.analyze([r])
+print(json.dumps([parsed_alone, doc["triage"]["category"]]))
+"""
+
+
+def test_parsing_does_not_load_the_analysis_until_it_is_asked_for():
+    # the parse processes of `rankscope triage` read files only: the analyzers are imported
+    # by the parent while they work, and `rankscope.analyze` still answers as before
+    line = "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    probe = subprocess.run(
+        [sys.executable, "-c", _PARSE_ONLY_PROBE, line], capture_output=True, text=True, check=True
+    )
+    parsed_alone, category = json.loads(probe.stdout)
+    assert parsed_alone is True
+    assert category == "OOM"
