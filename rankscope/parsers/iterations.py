@@ -58,7 +58,17 @@ MIN_ROWS = 4  # fewer iteration lines than this are not a series (bug reports pa
 # candidate lines: a literal of every format above, found with bytes.find (memchr speed;
 # a regex alternation over whole 8 MiB chunks is ~100x slower)
 LITERALS: tuple[bytes, ...] = (
-    b"/s",  # it/s, tokens/s, samples/s, TFLOP/s, tok/s
+    # the rates the readers know, each by a literal of its own: "/s" alone occurs in paths
+    # and units nobody reads, and as a two-byte literal it slowed the whole prefilter scan
+    # by ~30 %
+    b"it/s",
+    b"ens/s",  # tokens/s
+    b"en/s",  # token/s
+    b"tok/s",
+    b"les/s",  # samples/s, examples/sec
+    b"le/s",  # sample/s
+    b"LOP/s",  # TFLOP/s
+    b"lop/s",
     b"s/it",
     b"per iteration",
     b"PerSec",
@@ -155,7 +165,7 @@ _S = r"(?:s|sec|secs|seconds)\b"
 FORMATS: tuple[IterFormat, ...] = (
     IterFormat(  # TensorFlow models/tutorials (cifar10_train.py)
         "tf cifar10 examples/sec",
-        b"/s",
+        b"les/s",
         "examples/sec",
         lazy_compile(_NUM + r"\s*examples/sec"),
         (("throughput", ("1",), 1.0),),
@@ -173,7 +183,7 @@ FORMATS: tuple[IterFormat, ...] = (
     ),
     IterFormat(  # tf_cnn_benchmarks: the mean since warm-up ± its uncertainty (a running mean)
         "tf_cnn_benchmarks images/sec",
-        b"/s",
+        b"ges/s",
         "images/sec:",
         lazy_compile(r"(?:(?P<step>\d+)\s+)?images/sec:\s*(?P<v>" + _NUM[1:-1] + ")"),
         (("throughput", ("v",), 1.0),),
@@ -184,7 +194,7 @@ FORMATS: tuple[IterFormat, ...] = (
     ),
     IterFormat(  # RETURNN and others: "…, 3.249 sec/step"
         "sec/step",
-        b"/s",
+        b"sec/step",
         "sec/step",
         lazy_compile(_NUM + r"\s*sec/step"),
         (("step_time", ("1",), 1.0),),
