@@ -23,7 +23,10 @@ _HOST_TOKEN = lazy_compile(r"(?P<h>(?:[a-z][a-z0-9]*-)+\d+|[a-z]+\d+[a-z0-9-]*)"
 
 
 def basename(name: str) -> str:
-    return PurePosixPath(name.replace("\\", "/")).name
+    s = name.replace("\\", "/")
+    if "/" not in s and s != ".":
+        return s  # a bare file name is its own base name (no path parsing: 3 calls a file)
+    return PurePosixPath(s).name
 
 
 def rank_from_name(name: str) -> int | None:

@@ -13,9 +13,13 @@ files (page cache warm for both):
 - the documented command end to end, ``python -m rankscope triage DIR --format json``
   in a fresh process (imports, parse in a pool, analysis, JSON), with bytecode allowed
   as an installed package has it, and the peak RSS of its process tree;
-- the cost of a candidate line: the engine's scan in one process minus its prefilter
-  alone over the same bytes, divided by the prefilter's candidate lines (an upper
-  bound: per-file work such as kind detection and head/tail facts is included).
+- the cost of a candidate line: the engine's parse in one process, minus the same parse
+  with the reading of candidate lines switched off (``TextLogParser._line`` returning at
+  once), divided by the prefilter's candidate lines — the marginal cost, same run, same
+  bytes;
+- the work of a file beyond the prefilter: the parse with candidate lines switched off,
+  minus the prefilter alone over the same bytes read the same way (mapped), per file
+  (kind detection, head/tail facts, side readers, line numbers, the result).
 And for the per-node 360 MiB job compressed with zstd and gzip: the triage end to end on
 the compressed files and each decompressor's throughput alone (one thread).
 The machine is shared: each round runs every contender back to back (interleaved, so
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import mmap
 import os
 import platform
 import resource
@@ -46,6 +51,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from rankscope import parse_artifact  # noqa: E402
+from rankscope.parsers import textlog  # noqa: E402
 from rankscope.patterns import write_pattern_file  # noqa: E402
 from rankscope.scan import get_scanner  # noqa: E402
 from rankscope.sources import read_one  # noqa: E402
@@ -76,6 +82,7 @@ def engine_scan(files: list[str], jobs: int) -> tuple[float, float, int]:
 
 
 def prefilter_only(files: list[str]) -> tuple[float, float, int]:
+    """The prefilter alone, each file mapped as the parse maps it (read when it is not)."""
     sc = get_scanner()
     buf = bytearray(2 << 20)
     view = memoryview(buf)
@@ -83,9 +90,31 @@ def prefilter_only(files: list[str]) -> tuple[float, float, int]:
     c0, t0 = _cpu(), time.perf_counter()
     for f in files:
         with open(f, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if textlog.MAP_MIN <= size <= textlog.MAP_MAX:
+                with (
+                    mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm,
+                    memoryview(mm) as whole,
+                ):
+                    n += len(sc.line_spans(whole))
+                continue
             while k := fh.readinto(buf):
                 n += len(sc.line_spans(view[:k]))
     return time.perf_counter() - t0, _cpu() - c0, n
+
+
+def engine_scan_without_lines(files: list[str]) -> tuple[float, float, int]:
+    """``engine_scan`` in one process with candidate lines not read (``_line`` returns)."""
+    real = textlog.TextLogParser._line
+
+    def skip(self, block, limit, s, e, *args, **kwargs):  # type: ignore[no-untyped-def]
+        return e
+
+    textlog.TextLogParser._line = skip  # type: ignore[method-assign]
+    try:
+        return engine_scan(files, 1)
+    finally:
+        textlog.TextLogParser._line = real  # type: ignore[method-assign]
 
 
 def rg(
@@ -208,9 +237,10 @@ def main() -> int:
     )
     print(
         "| job | files | MB | ripgrep -n s | ripgrep -c s | triage s (CPU s) | triage / ripgrep "
-        "| peak RSS MB | candidate lines | µs per candidate line |"
+        "| peak RSS MB | candidate lines | µs per candidate line | ms per file beyond the "
+        "prefilter |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for layout, mib, job in jobs:
         files = logs(job)
         mb = sum(os.path.getsize(f) for f in files) / 1e6
@@ -220,16 +250,20 @@ def main() -> int:
             runs.setdefault("rg-n", []).append(rg(files, patterns, None, out / "rg.out", "-n"))
             runs.setdefault("rg-c", []).append(rg(files, patterns, None, out / "rg.out", "-c"))
             runs.setdefault("e2e", []).append(triage_e2e(job, out / "triage.json"))
-        pf = best([prefilter_only(files) for _ in range(a.repeat)])
-        en1 = best([engine_scan(files, 1) for _ in range(a.repeat)])
+        for _ in range(a.repeat):  # interleaved as above; CPU seconds compared
+            runs.setdefault("pf", []).append(prefilter_only(files))
+            runs.setdefault("en1", []).append(engine_scan(files, 1))
+            runs.setdefault("en0", []).append(engine_scan_without_lines(files))
+        pf, en1, en0 = (min(runs[k], key=lambda r: r[1]) for k in ("pf", "en1", "en0"))
         rgn, rgc, e2e = best(runs["rg-n"]), best(runs["rg-c"]), best(runs["e2e"])
         base = min(rgn[0], rgc[0])
-        per_line = (en1[1] - pf[1]) / max(pf[2], 1) * 1e6
+        per_line = max(0.0, en1[1] - en0[1]) / max(pf[2], 1) * 1e6
+        per_file = max(0.0, en0[1] - pf[1]) / len(files) * 1e3
         name = f"one file per {layout}, {mib} MiB"
         print(
             f"| {name} | {len(files)} | {mb:.0f} | {rgn[0]:.2f} | {rgc[0]:.2f} | "
             f"{e2e[0]:.2f} ({e2e[1]:.2f}) | **{e2e[0] / base:.2f}x** | {e2e[2]:.0f} | {pf[2]} | "
-            f"{per_line:.1f} |"
+            f"{per_line:.1f} | {per_file:.2f} |"
         )
     node = next((j for layout, mib, j in jobs if layout == "node" and mib == 360), None)
     if node is not None:
