@@ -279,26 +279,23 @@ def _one_rank(text: str, result: ParseResult, file_rank: int, where: str) -> Non
     """``_slow`` for a region where every line is the file's rank (no line can name another):
     only the lines that decide something are peeled — from the front until one has a time,
     from the back until one has a time, the lines that may name a host until one does — and
-    the steps come from one regex pass (the first step a line names, as ``_step`` reads it)."""
-    lines = text.splitlines()
-    if not any(lines):
-        return
+    the step lines are found from their words (``_step_line``)."""
+    if not text.strip(_LINE_BREAKS):
+        return  # no line with anything on it
     ri = _rank_info(result, file_rank)
     tail = where == "tail"
     if where == "head" and ri.first_time is None:
-        for raw in lines:
-            if raw:
-                t = peel(raw).time
-                if t:
-                    ri.first_time = t
-                    break
-    for raw in reversed(lines):
-        if raw:
-            env = peel(raw)
-            t = env.time or (find_time(env.message) if tail else None)
+        for raw in _lines_from(text, backwards=False):
+            t = peel(raw).time
             if t:
-                ri.last_time = t
+                ri.first_time = t
                 break
+    for raw in _lines_from(text, backwards=True):
+        env = peel(raw)
+        t = env.time or (find_time(env.message) if tail else None)
+        if t:
+            ri.last_time = t
+            break
     if file_rank not in result.rank_hosts:
         _first_host(text, result, file_rank)
     last = _step_line(text, backwards=True)
@@ -335,6 +332,24 @@ def _step_line(text: str, *, backwards: bool) -> int | None:
         pos = start - 1 if backwards else end + 1
         if pos <= 0 and backwards:
             return None
+
+
+# what ``str.splitlines`` breaks lines at
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+_NEAR = 4096  # what is split into lines first, from either end
+
+
+def _lines_from(text: str, *, backwards: bool) -> Iterator[str]:
+    """The non-empty lines of ``text`` as ``splitlines`` gives them, from the front (or from
+    the back): the nearest few KiB are split first — the line sought is nearly always
+    there — and the whole text only when they do not have it (their lines come again)."""
+    if len(text) > _NEAR:
+        part = text[-_NEAR:] if backwards else text[:_NEAR]
+        lines = part.splitlines()
+        near = lines[1:] if backwards else lines[:-1]  # the line cut by the window is left out
+        yield from (raw for raw in (reversed(near) if backwards else near) if raw)
+    lines = text.splitlines()
+    yield from (raw for raw in (reversed(lines) if backwards else lines) if raw)
 
 
 def _first_host(text: str, result: ParseResult, file_rank: int) -> None:
