@@ -323,8 +323,11 @@ def _expand(
 def _decompressor(kind: str, stream: BinaryIO) -> IO[bytes]:
     if kind == "zstd":
         return _ZstdReader(stream)
-    opener = {"gzip": gzip.GzipFile, "bzip2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
-    return opener(fileobj=stream, mode="rb")  # type: ignore[call-arg]
+    if kind == "gzip":
+        return gzip.GzipFile(fileobj=stream, mode="rb")
+    # BZ2File and LZMAFile take the file object as their first argument (no ``fileobj=``)
+    opener = {"bzip2": bz2.BZ2File, "xz": lzma.LZMAFile}[kind]
+    return opener(stream, mode="rb")
 
 
 class _ZstdReader(io.RawIOBase):

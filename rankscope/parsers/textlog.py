@@ -505,11 +505,13 @@ def _map_whole(stream: Any) -> mmap.mmap | None:
     ``MAP_MIN`` to ``MAP_MAX``, not modified in the last ``STILL_WRITTEN_S`` seconds; else
     None (the chunked read)."""
     head, inner = getattr(stream, "head_and_stream", (None, None))
-    fileno = getattr(inner, "fileno", None)
-    if head is None or fileno is None:
+    # a plain file only: a decompressor's stream (or an archive member) also answers
+    # ``fileno`` — with the compressed file's descriptor
+    raw = inner.raw if isinstance(inner, io.BufferedReader) else inner
+    if head is None or not isinstance(raw, io.FileIO):
         return None
     try:
-        fd = fileno()
+        fd = raw.fileno()
         st = os.fstat(fd)
         if (
             not stat.S_ISREG(st.st_mode)

@@ -76,3 +76,46 @@ def test_iter_files_lists_in_os_walk_order_without_links(tmp_path: Path) -> None
         "job/sub/z.log",
         "job/sub/deeper/x.log",
     ]
+
+
+def _settled(path: Path) -> Path:
+    old = path.stat().st_mtime - 3600  # long written: a plain file this old is mapped
+    os.utime(path, (old, old))
+    return path
+
+
+def test_every_single_file_compression_reads_as_the_plain_log(tmp_path: Path) -> None:
+    import bz2
+    import gzip
+    import lzma
+
+    import zstandard
+
+    # big and incompressible enough that the compressed file itself is in the range the
+    # text parser maps: the decompressed stream must be read, never the compressed bytes
+    lines = [f"[rank1]: step {i} {os.urandom(48).hex()}" for i in range(6000)]
+    lines.append("[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")
+    data = ("\n".join(lines) + "\n").encode()
+    packed = {
+        "gz": gzip.compress(data),
+        "bz2": bz2.compress(data),
+        "xz": lzma.compress(data),
+        "zst": zstandard.ZstdCompressor().compress(data),
+    }
+    want = engine.parse_artifact(io.BytesIO(data), name="rank_1.log")
+    for suffix, blob in packed.items():
+        path = tmp_path / f"rank_1.log.{suffix}"
+        path.write_bytes(blob)
+        _settled(path)
+        (got,) = [r for r in _read(path) if r.name == "rank_1.log"]
+        assert got.error is None, suffix
+        assert (got.lines, [(e.kind, e.line) for e in got.events]) == (
+            want.lines,
+            [(e.kind, e.line) for e in want.events],
+        ), suffix
+
+
+def _read(path: Path) -> list:
+    from rankscope.cli import parse_paths
+
+    return parse_paths([path], jobs=1)
