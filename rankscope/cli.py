@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from . import ENGINE_VERSION
+from . import ENGINE_VERSION, forkpool
 from .metrics import MetricsTable
 from .model import Options, ParseResult
 from .parsers import parse_artifact, parser_for
@@ -81,10 +81,6 @@ def parse_paths(
         if meanwhile is not None:
             meanwhile()
         return out
-    # imported here: a single file is parsed in this process, without them (~10 ms of start-up)
-    from concurrent.futures import ProcessPoolExecutor
-    from multiprocessing import get_all_start_methods, get_context
-
     # compile the prefilter and load the parsers once, here, so forked workers inherit them
     # (otherwise every worker pays ~0.2 s for both before its first file)
     get_scanner()
@@ -97,20 +93,41 @@ def parse_paths(
         import numpy  # noqa: F401
     # largest files first, so no worker is left alone with a big one at the end
     order = sorted(range(len(files)), key=lambda i: -sizes[i])
-    ctx = get_context("fork") if "fork" in get_all_start_methods() else get_context()
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
-        done = pool.map(
-            _parse_file,
-            [files[i][0] for i in order],
-            [files[i][1] for i in order],
-            [scanner] * len(files),
-            chunksize=max(1, min(8, len(files) // (jobs * 8))),
-        )
+    items = [(files[i][0], files[i][1], scanner) for i in order]
+    by_index: dict[int, list[ParseResult]] = {}
+    if forkpool.available():
+        shares = forkpool.deal([sizes[i] for i in order], min(jobs, len(files)))
+        done = forkpool.run(_parse_file, items, shares)
+        first = next(done, None)  # the processes are started and at work
         if meanwhile is not None:
             meanwhile()
         # unpacked as they arrive, while the workers go on parsing
-        by_index = {i: [_unpack(p) for p in r] for i, r in zip(order, done, strict=True)}
+        for k, packed in ([first] if first is not None else []) + list(done):
+            by_index[order[k]] = [_unpack(p) for p in packed]
+    else:
+        by_index = _parse_in_pool(items, order, jobs, meanwhile)
     return [r for i in range(len(files)) for r in by_index[i]]
+
+
+def _parse_in_pool(
+    items: list[tuple[str, str, str | None]],
+    order: list[int],
+    jobs: int,
+    meanwhile: Callable[[], None] | None,
+) -> dict[int, list[ParseResult]]:
+    """``parse_paths``' parallel step where processes cannot be forked (``concurrent.futures``
+    with the platform's start method)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        done = pool.map(
+            _parse_file,
+            *zip(*items, strict=True),
+            chunksize=max(1, min(8, len(items) // (jobs * 8))),
+        )
+        if meanwhile is not None:
+            meanwhile()
+        return {i: [_unpack(p) for p in r] for i, r in zip(order, done, strict=True)}
 
 
 def _size(path: str) -> int:

@@ -1,0 +1,88 @@
+"""The offline command's process pool: every result comes back, whatever its size or the
+process that made it; a process that fails or dies is an error, never a shorter result."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from rankscope import forkpool
+from rankscope.cli import parse_paths
+
+pytestmark = pytest.mark.skipif(not forkpool.available(), reason="needs os.fork")
+
+
+def _echo(i: int, size: int) -> tuple[int, bytes]:
+    return i, bytes([i % 251]) * size  # some results bigger than a pipe's buffer
+
+
+def test_every_result_comes_back_once_from_the_process_it_was_dealt_to() -> None:
+    sizes = [5, 3_000_000, 0, 70_000, 1, 200_000, 65_536, 9]
+    items = [(i, s) for i, s in enumerate(sizes)]
+    shares = forkpool.deal(sizes, 3)
+    assert sorted(i for s in shares for i in s) == list(range(len(sizes)))
+    got = dict(forkpool.run(_echo, items, shares))
+    assert got == {i: _echo(i, s) for i, s in items}
+
+
+def test_items_are_dealt_to_the_least_loaded_process() -> None:
+    assert forkpool.deal([10, 9, 2, 1, 1], 2) == [[0, 3, 4], [1, 2]]
+    assert forkpool.deal([4, 4], 5) == [[0], [1]]  # no process without work
+
+
+def _fails_on_three(i: int) -> int:
+    if i == 3:
+        raise ValueError("cannot read item 3")
+    return i
+
+
+def test_an_exception_in_a_process_is_raised_in_the_parent() -> None:
+    items = [(i,) for i in range(6)]
+    with pytest.raises(forkpool.WorkerFailed, match="ValueError: cannot read item 3"):
+        list(forkpool.run(_fails_on_three, items, [[0, 1, 2], [3, 4, 5]]))
+
+
+def _dies_on_four(i: int) -> int:
+    if i == 4:
+        os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer would
+    return i
+
+
+def test_a_killed_process_is_an_error_that_says_how_many_files_were_lost() -> None:
+    items = [(i,) for i in range(6)]
+    with pytest.raises(forkpool.WorkerFailed, match="2 of 6 files got no result"):
+        list(forkpool.run(_dies_on_four, items, [[0, 1, 2], [3, 4, 5]]))
+
+
+def test_stopping_early_leaves_no_process_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    forked: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    items = [(i, 10) for i in range(40)]
+    done = forkpool.run(_echo, items, forkpool.deal([1] * 40, 2))
+    next(done)
+    done.close()  # the consumer stops: its processes are ended and reaped
+    assert len(forked) == 2
+    for pid in forked:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def test_parallel_parse_equals_the_serial_one(tmp_path: Path) -> None:
+    line = b"[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    noise = b"[rank3]: node-1:4100:4117 [3] NCCL INFO Channel 00/0 : 3[3] -> 4[4] via P2P/IPC\n"
+    for i, n in enumerate([0, 40_000, 3, 900, 12_000]):
+        (tmp_path / f"node-{i}.log").write_bytes(noise * n + line)
+    serial = parse_paths([tmp_path], jobs=1)
+    parallel = parse_paths([tmp_path], jobs=2)
+    assert [r.to_json() for r in parallel] == [r.to_json() for r in serial]
