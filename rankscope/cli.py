@@ -9,7 +9,7 @@ through ``to_json``/``from_json`` exactly as the web stores it, and ``analyze`` 
 once over all of them — so the output is what the web shows for the same files.
 
 Exit codes a script can use: 0 no failure found, 1 a failure (crash, hang, slowdown,
-divergence) was found, 2 bad usage or no readable input.
+divergence) was found, 2 bad usage, no readable input, or a parse process that died.
 """
 
 from __future__ import annotations
@@ -202,9 +202,13 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if missing:
         return EXIT_USAGE
     opts = Options(straggler_score=args.straggler_score)
-    results = parse_paths(
-        args.paths, jobs=args.jobs, scanner=args.scanner, meanwhile=prepare_analysis
-    )
+    try:
+        results = parse_paths(
+            args.paths, jobs=args.jobs, scanner=args.scanner, meanwhile=prepare_analysis
+        )
+    except forkpool.WorkerFailed as exc:  # a parse process killed (out of memory?) or broken
+        print(f"rankscope triage: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     if not results:
         print("rankscope triage: no files under the given paths", file=sys.stderr)
         return EXIT_USAGE
