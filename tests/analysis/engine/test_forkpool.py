@@ -86,3 +86,23 @@ def test_parallel_parse_equals_the_serial_one(tmp_path: Path) -> None:
     serial = parse_paths([tmp_path], jobs=1)
     parallel = parse_paths([tmp_path], jobs=2)
     assert [r.to_json() for r in parallel] == [r.to_json() for r in serial]
+
+
+def test_the_command_says_so_and_exits_2_when_a_parse_process_dies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rankscope import cli
+
+    for i in range(4):
+        (tmp_path / f"rank_{i}.log").write_text("[rank0]: step 1\n")
+    real = cli._parse_file
+
+    def parse_or_die(path: str, name: str, scanner: str | None):  # type: ignore[no-untyped-def]
+        if name.endswith("rank_2.log"):
+            os.kill(os.getpid(), signal.SIGKILL)  # as the kernel's OOM killer would
+        return real(path, name, scanner)
+
+    monkeypatch.setattr(cli, "_parse_file", parse_or_die)
+    assert cli.main(["triage", str(tmp_path), "--jobs", "2"]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "got no result" in err and "Traceback" not in err
