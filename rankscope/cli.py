@@ -96,8 +96,7 @@ def parse_paths(
     items = [(files[i][0], files[i][1], scanner) for i in order]
     by_index: dict[int, list[ParseResult]] = {}
     if forkpool.available():
-        shares = forkpool.deal([sizes[i] for i in order], min(jobs, len(files)))
-        done = forkpool.run(_parse_file, items, shares)
+        done = forkpool.run(_parse_file, items, jobs)
         first = next(done, None)  # the processes are started and at work
         if meanwhile is not None:
             meanwhile()

@@ -2,11 +2,12 @@
 
 What ``rankscope triage`` needs of a process pool, and nothing more: the parent has
 compiled the prefilter and loaded the parsers before it forks, so each child starts
-ready; the items (files, largest first) are dealt out once, each to the child with the
-least work so far; a child sends each result as soon as it has it, and the parent reads
-them as they come. ``concurrent.futures``' process pool does the same with task queues,
-feeder threads and ``multiprocessing``'s connections, whose import alone takes longer
-(~40-70 ms here) than parsing a small job.
+ready; the items (files, largest first) are handed out as the children ask for them —
+each child holds two, and gets the next one with each result it sends back, so a child
+slowed down (a big file, a library imported for one file) does not hold up the others;
+the parent reads the results as they come. ``concurrent.futures``' process pool does the
+same with task queues, feeder threads and ``multiprocessing``'s connections, whose import
+alone takes longer (~40-70 ms here) than parsing a small job.
 
 POSIX only (``os.fork``); elsewhere the caller uses ``concurrent.futures``.
 """
@@ -24,6 +25,9 @@ from typing import Any
 
 _HEADER = struct.Struct("<QQ")  # item index, pickled length
 _FAILED = (1 << 64) - 1  # in place of an index: the child failed, the payload says why
+_TASK = struct.Struct("<I")  # an item index handed to a child
+_STOP = (1 << 32) - 1  # no more items
+_AHEAD = 2  # items a child holds: one at work, one to start on while the next is sent
 
 
 class WorkerFailed(RuntimeError):
@@ -34,51 +38,50 @@ def available() -> bool:
     return hasattr(os, "fork")
 
 
-def deal(weights: Sequence[int], jobs: int) -> list[list[int]]:
-    """Item indices per process: each item in turn (the caller orders them, largest first)
-    to the process with the least weight so far."""
-    shares: list[list[int]] = [[] for _ in range(jobs)]
-    load = [0] * jobs
-    for i, w in enumerate(weights):
-        k = load.index(min(load))
-        shares[k].append(i)
-        load[k] += max(w, 1)
-    return [s for s in shares if s]
-
-
 def run(
-    func: Callable[..., Any], items: Sequence[tuple[Any, ...]], shares: list[list[int]]
+    func: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int
 ) -> Iterator[tuple[int, Any]]:
-    """``(index, func(*items[index]))`` for every item, in the order results arrive; the
-    items of ``shares[k]`` are done, in that order, by the k-th forked process."""
-    children: dict[int, int] = {}  # read end → pid
+    """``(index, func(*items[index]))`` for every item, in the order results arrive, from
+    ``jobs`` forked processes that take the items in their order as they become free."""
+    children: dict[int, tuple[int, int]] = {}  # result read end → (pid, task write end)
     try:
-        for share in shares:
-            r, w = os.pipe()
+        for _ in range(max(1, min(jobs, len(items)))):
+            res_r, res_w = os.pipe()
+            task_r, task_w = os.pipe()
             pid = os.fork()
             if pid == 0:  # the child: never returns
-                os.close(r)
-                _child(func, items, share, w)
-            os.close(w)
-            children[r] = pid
-        yield from _collect(children, sum(len(s) for s in shares))
+                os.close(res_r)
+                os.close(task_w)
+                for _r, (_pid, other_task_w) in children.items():
+                    os.close(_r)  # the pipes of the children forked before this one
+                    os.close(other_task_w)
+                _child(func, items, task_r, res_w)
+            os.close(res_w)
+            os.close(task_r)
+            children[res_r] = (pid, task_w)
+        yield from _collect(children, len(items))
     finally:
-        for r, pid in children.items():
-            with contextlib.suppress(OSError):
-                os.close(r)
+        for r, (pid, task_w) in children.items():
+            for fd in (r, task_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
             with contextlib.suppress(OSError):  # already gone unless the parent leaves early
                 os.kill(pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
 
 
-def _child(
-    func: Callable[..., Any], items: Sequence[tuple[Any, ...]], share: list[int], w: int
-) -> None:
+def _child(func: Callable[..., Any], items: Sequence[tuple[Any, ...]], task_r: int, w: int) -> None:
     code = 0
     try:
-        with os.fdopen(w, "wb", buffering=1 << 16) as out:
-            for i in share:
+        with os.fdopen(task_r, "rb", buffering=0) as tasks, os.fdopen(w, "wb", 1 << 16) as out:
+            while True:
+                raw = tasks.read(_TASK.size)
+                if len(raw) < _TASK.size:
+                    break  # the parent is gone
+                (i,) = _TASK.unpack(raw)
+                if i == _STOP:
+                    break
                 try:
                     data = pickle.dumps(func(*items[i]), protocol=pickle.HIGHEST_PROTOCOL)
                 except BaseException as exc:  # sent to the parent, which raises it
@@ -88,18 +91,29 @@ def _child(
                     break
                 out.write(_HEADER.pack(i, len(data)))
                 out.write(data)
-                out.flush()  # the parent unpacks it while this process goes on
+                out.flush()  # the parent unpacks it, and sends the next item
     except BaseException:
         code = 1
     finally:
         os._exit(code)  # no atexit handlers, no flushing of the parent's buffers
 
 
-def _collect(children: dict[int, int], expected: int) -> Iterator[tuple[int, Any]]:
+def _collect(children: dict[int, tuple[int, int]], expected: int) -> Iterator[tuple[int, Any]]:
     sel = selectors.DefaultSelector()
     pending = {r: bytearray() for r in children}
+    nxt = 0
+
+    def hand_out(task_w: int) -> None:  # the next item, or the end, to one child
+        nonlocal nxt
+        with contextlib.suppress(OSError):  # a child that died: its pipe is closed
+            os.write(task_w, _TASK.pack(nxt if nxt < expected else _STOP))
+        nxt += 1
+
     for r in children:
         sel.register(r, selectors.EVENT_READ)
+    for _ in range(_AHEAD):
+        for _pid, task_w in children.values():
+            hand_out(task_w)
     got = 0
     try:
         while pending:
@@ -124,6 +138,7 @@ def _collect(children: dict[int, int], expected: int) -> Iterator[tuple[int, Any
                     if index == _FAILED:
                         raise WorkerFailed(f"a parse process failed: {value}")
                     got += 1
+                    hand_out(children[r][1])
                     yield index, value
     finally:
         sel.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -19,18 +20,28 @@ def _echo(i: int, size: int) -> tuple[int, bytes]:
     return i, bytes([i % 251]) * size  # some results bigger than a pipe's buffer
 
 
-def test_every_result_comes_back_once_from_the_process_it_was_dealt_to() -> None:
+def test_every_result_comes_back_once() -> None:
     sizes = [5, 3_000_000, 0, 70_000, 1, 200_000, 65_536, 9]
     items = [(i, s) for i, s in enumerate(sizes)]
-    shares = forkpool.deal(sizes, 3)
-    assert sorted(i for s in shares for i in s) == list(range(len(sizes)))
-    got = dict(forkpool.run(_echo, items, shares))
-    assert got == {i: _echo(i, s) for i, s in items}
+    got = list(forkpool.run(_echo, items, 3))
+    assert sorted(i for i, _ in got) == list(range(len(sizes)))
+    assert dict(got) == {i: _echo(i, s) for i, s in items}
 
 
-def test_items_are_dealt_to_the_least_loaded_process() -> None:
-    assert forkpool.deal([10, 9, 2, 1, 1], 2) == [[0, 3, 4], [1, 2]]
-    assert forkpool.deal([4, 4], 5) == [[0], [1]]  # no process without work
+def _slow_first(i: int) -> int:
+    if i == 0:
+        time.sleep(1.0)  # a big file, or a library imported for this file only
+    return os.getpid()
+
+
+def test_a_slow_item_does_not_hold_up_the_items_after_it() -> None:
+    # items go to whichever process is free: the one busy with item 0 takes no others
+    # beyond the one it already held, the other does the rest meanwhile
+    items = [(i,) for i in range(30)]
+    by_item = dict(forkpool.run(_slow_first, items, 2))
+    slow = by_item[0]
+    assert sum(1 for pid in by_item.values() if pid == slow) <= 3
+    assert len(set(by_item.values())) == 2
 
 
 def _fails_on_three(i: int) -> int:
@@ -42,7 +53,7 @@ def _fails_on_three(i: int) -> int:
 def test_an_exception_in_a_process_is_raised_in_the_parent() -> None:
     items = [(i,) for i in range(6)]
     with pytest.raises(forkpool.WorkerFailed, match="ValueError: cannot read item 3"):
-        list(forkpool.run(_fails_on_three, items, [[0, 1, 2], [3, 4, 5]]))
+        list(forkpool.run(_fails_on_three, items, 2))
 
 
 def _dies_on_four(i: int) -> int:
@@ -53,8 +64,8 @@ def _dies_on_four(i: int) -> int:
 
 def test_a_killed_process_is_an_error_that_says_how_many_files_were_lost() -> None:
     items = [(i,) for i in range(6)]
-    with pytest.raises(forkpool.WorkerFailed, match="2 of 6 files got no result"):
-        list(forkpool.run(_dies_on_four, items, [[0, 1, 2], [3, 4, 5]]))
+    with pytest.raises(forkpool.WorkerFailed, match=r"[12] of 6 files got no result"):
+        list(forkpool.run(_dies_on_four, items, 2))
 
 
 def test_stopping_early_leaves_no_process_behind(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -69,7 +80,7 @@ def test_stopping_early_leaves_no_process_behind(monkeypatch: pytest.MonkeyPatch
 
     monkeypatch.setattr(os, "fork", fork)
     items = [(i, 10) for i in range(40)]
-    done = forkpool.run(_echo, items, forkpool.deal([1] * 40, 2))
+    done = forkpool.run(_echo, items, 2)
     next(done)
     done.close()  # the consumer stops: its processes are ended and reaped
     assert len(forked) == 2
