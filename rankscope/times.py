@@ -8,6 +8,7 @@ as year 2000, and written back as ``0000-``).
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from .model import Event
 
@@ -18,6 +19,9 @@ def etime(e: Event) -> str | None:
     return e.time or e.fields.get("approx_time")
 
 
+# Several analyzers read the time of every event, and a job's thousands of events share far
+# fewer distinct stamps: each is parsed once (a datetime is immutable, safe to share).
+@lru_cache(maxsize=16384)
 def to_dt(iso: str | None) -> datetime | None:
     """ISO text → naive datetime; a ``0000-`` year (unknown) becomes year 2000 so such times compare."""
     if not iso:

@@ -85,8 +85,9 @@ def registered_analyzers() -> list[Analyzer]:
     return sorted(_REGISTRY.values(), key=lambda a: (a.order, a.name))
 
 
-def _time_key(e: Event) -> str:
-    return e.time or "9999"
+def _order_key(e: Event) -> tuple[str, str, int]:
+    """Events in time order (untimed last), then file and line: one call per event."""
+    return (e.time or "9999", e.file, e.line)
 
 
 @dataclass
@@ -110,15 +111,16 @@ class Context:
         ctx = cls(results=results, options=options)
         years = [r.facts.get("year") for r in results if r.facts.get("year")]
         ctx.year = max(set(years), key=years.count) if years else None
+        year = f"{ctx.year:04d}" if ctx.year else None
         for r in results:
             for e in r.events:
                 if not e.file:
                     e.file = r.name
-                if e.time and e.time.startswith("0000-") and ctx.year:
-                    e.time = f"{ctx.year:04d}{e.time[4:]}"
-                ctx.events.append(e)
+                if year and e.time and e.time.startswith("0000-"):
+                    e.time = f"{year}{e.time[4:]}"
+            ctx.events.extend(r.events)
         # events without a year stay "0000-…": comparable among themselves only
-        ctx.events.sort(key=lambda e: (_time_key(e), e.file, e.line))
+        ctx.events.sort(key=_order_key)
         for e in ctx.events:
             ctx.by_kind.setdefault(e.kind, []).append(e)
         ctx.metrics = MetricsTable.concat([r.metrics for r in results if r.metrics is not None])
@@ -134,7 +136,7 @@ class Context:
         out: list[Event] = []
         for k in kinds:
             out.extend(self.by_kind.get(k, []))
-        out.sort(key=lambda e: (_time_key(e), e.file, e.line))
+        out.sort(key=_order_key)
         return out
 
     def add_finding(

@@ -204,20 +204,17 @@ def _watchdogs_fire(
         )
 
 
-def _taken_down(
-    steps: _Steps,
-    ordered: list[tuple[datetime | None, Event]],
-    t_of: dict[int, datetime | None],
-) -> None:
-    down = [e for _, e in ordered if e.kind in DOWN]
+def _taken_down(steps: _Steps, ordered: list[tuple[datetime | None, Event]]) -> None:
+    down = [(t, e) for t, e in ordered if e.kind in DOWN]
     if not down:
         return
-    last = max(down, key=lambda e: (_key(t_of[id(e)]) if t_of[id(e)] else datetime.min, e.line))
+    last = max(down, key=lambda te: (te[0] or datetime.min, te[1].line))[1]
+    down0 = down[0][1]
     steps.add(
         "taken_down",
-        down[0],
-        f"processes taken down ({down[0].kind.replace('_', ' ')})",
-        extra=[last] if last is not down[0] else None,
+        down0,
+        f"processes taken down ({down0.kind.replace('_', ' ')})",
+        extra=[last] if last is not down0 else None,
     )
 
 
@@ -262,7 +259,7 @@ class ChainAnalyzer:
         if h0 is not None:
             _collective_hangs(steps, h0, hang_start, hang)
         _watchdogs_fire(ctx, steps, ordered)
-        _taken_down(steps, ordered, t_of)
+        _taken_down(steps, ordered)
         facts = ctx.facts.chain = ChainFacts(
             steps=steps.steps, clock_offsets=ctx.facts.clock_offsets
         )
@@ -315,31 +312,53 @@ class ChainAnalyzer:
     def _aligned(self, ctx: Context) -> list[tuple[datetime | None, Event]]:
         """Every event with its worker-clock time; untimed lines inherit the last time before them
         of the same rank in their file."""
-        per_file: dict[str, list[Event]] = {}
-        for e in ctx.events:
-            per_file.setdefault(e.file, []).append(e)
-        out: list[tuple[datetime | None, Event, datetime | None]] = []
-        for evs in per_file.values():
-            evs.sort(key=lambda e: e.line)
+        events = ctx.events
+        times = [to_dt(e.time or e.fields.get("approx_time")) for e in events]  # times.etime
+        eff = list(times)
+        untimed = {e.file for e, t in zip(events, times, strict=True) if t is None}
+        if untimed:
+            self._inherit(events, times, eff, untimed)
+        # ctx.events is in the order of its time texts, which the times mostly keep: the sort
+        # has little to do (and equal keys keep that order, as they kept the files' line order)
+        keys = [
+            (datetime.max if t is None else t, e.file, e.line)
+            for e, t in zip(events, eff, strict=True)
+        ]
+        order = sorted(range(len(events)), key=keys.__getitem__)
+        self._inherited = {id(events[i]) for i in order if times[i] is None}
+        return [(eff[i], events[i]) for i in order]
+
+    @staticmethod
+    def _inherit(
+        events: list[Event],
+        times: list[datetime | None],
+        eff: list[datetime | None],
+        files: set[str],
+    ) -> None:
+        """``eff`` of the untimed lines of ``files``: the last time above them of the same rank
+        in their file, else (above the rank's first stamp) that first stamp."""
+        per_file: dict[str, list[int]] = {}
+        for i, e in enumerate(events):
+            if e.file in files:
+                per_file.setdefault(e.file, []).append(i)
+        for idx in per_file.values():
+            idx.sort(key=lambda i: events[i].line)
             # per rank: an unstamped line never takes another rank's time
             last: dict[int | None, datetime | None] = {}
-            start = len(out)
-            for e in evs:
-                t = to_dt(etime(e))
+            for i in idx:
+                t = times[i]
                 if t is not None:
-                    last[e.rank] = t
-                out.append((t, e, t or last.get(e.rank)))
+                    last[events[i].rank] = t
+                else:
+                    eff[i] = last.get(events[i].rank)
             # lines above the first stamp of their rank happened no later than it
             nxt: dict[int | None, datetime | None] = {}
-            for i in range(len(out) - 1, start - 1, -1):
-                t, e, eff = out[i]
+            for i in reversed(idx):
+                t, rank = times[i], events[i].rank
                 if t is not None:
-                    nxt[e.rank] = t
-                elif eff is None and nxt.get(e.rank) is not None:
-                    out[i] = (t, e, nxt[e.rank])
-        out.sort(key=lambda x: (_key(x[2]), x[1].file, x[1].line))
-        self._inherited = {id(e) for t, e, _ in out if t is None}
-        return [(eff, e) for _, e, eff in out]
+                    nxt[rank] = t
+                elif eff[i] is None and nxt.get(rank) is not None:
+                    eff[i] = nxt[rank]
 
     def _trigger(
         self,
@@ -355,6 +374,10 @@ class ChainAnalyzer:
                 (to_dt(etime(storage[0][1])), storage[0][1], ("STORAGE_IO", storage[0][0]))
             )
         for t, e in ordered:
+            if "sig" not in e.fields and e.kind not in CAUSES and e.kind != "xid":
+                continue  # names no cause (most lines: timeouts, teardown)
+            if e.kind == "python_exception" and any(s in e.text for s in SYMPTOM_EXC):
+                continue  # an NCCL/watchdog exception is a symptom, not a trigger
             c = CAUSES.get(e.kind)
             sig = BY_ID.get(str(e.fields.get("sig"))) if "sig" in e.fields else None
             if sig is not None and sig.category is not None and sig.strength >= 0.5:
@@ -368,8 +391,6 @@ class ChainAnalyzer:
                 c = ("HARDWARE", f"Xid {e.fields.get('xid')}")
             if c is None:
                 continue
-            if e.kind == "python_exception" and any(s in e.text for s in SYMPTOM_EXC):
-                continue  # an NCCL/watchdog exception is a symptom, not a trigger
             if e.kind == "nan_loss" and not str(e.fields.get("value", "nan")).lower().startswith(
                 ("nan", "inf", "-inf")
             ):
@@ -407,8 +428,9 @@ class ChainAnalyzer:
         tl: list[dict[str, Any]] = []
         offsets = ctx.facts.clock_offsets
         extra_kinds = ("ais_", "xid", "gpu_off_bus", "ecc_error", "host_oom_kill")
+        wanted = {k for k in {e.kind for _, e in ordered} if k.startswith(extra_kinds)}
         for t, e in ordered:
-            if not e.kind.startswith(extra_kinds) or t is None:
+            if e.kind not in wanted or t is None:
                 continue
             item = {
                 "time": iso_out(t),

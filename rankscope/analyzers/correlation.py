@@ -71,18 +71,27 @@ class CorrelationAnalyzer:
 
     def run(self, ctx: Context) -> None:
         W = float(ctx.options.correlation_window)
-        timed: list[tuple[datetime, Event]] = [
-            (t, e) for e in ctx.events if (t := to_dt(etime(e))) is not None
-        ]
-        fails = self._dedupe([(t, e) for t, e in timed if e.kind in FAILURES])
+        # a precursor type per kind, not per event (thousands of events, a dozen kinds)
+        ptype = {k: _ptype(k) for k in {e.kind for e in ctx.events} - FAILURES}
+        # only failures and precursors need their time read; every event's only to measure
+        # the span, when there are both
+        fails_t: list[tuple[datetime, Event]] = []
         pre: dict[str, list[tuple[datetime, Event]]] = {}
-        for t, e in timed:
-            p = _ptype(e.kind)
-            if p and e.kind not in FAILURES:
+        for e in ctx.events:
+            p = ptype.get(e.kind)
+            if p is None and e.kind not in FAILURES:
+                continue
+            t = to_dt(etime(e))
+            if t is None:
+                continue
+            if p is None:
+                fails_t.append((t, e))
+            else:
                 pre.setdefault(p, []).append((t, e))
+        fails = self._dedupe(fails_t)
         out: dict[str, Any] = {"window_seconds": W, "failures": len(fails), "precursors": {}}
         if fails and pre:
-            times = [t for t, _ in timed]
+            times = [t for e in ctx.events if (t := to_dt(etime(e))) is not None]
             span = max(W, (max(times) - min(times)).total_seconds())
             base = len(fails) / span
             for p, evs in sorted(pre.items()):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 from ..model import Event, evidence
@@ -322,8 +323,8 @@ def _first_failure(ctx: Context) -> Event | None:
         if e.kind not in NOT_ERRORS
         and (e.kind not in SYMPTOMS or e.kind in ("watchdog_timeout", "torchrun_failure"))
     ]
-    errors.sort(key=lambda e: (etime(e) or "9999", e.file, e.line))
-    return errors[0] if errors else None
+    # the first of a stable sort by this key, without sorting
+    return min(errors, key=lambda e: (etime(e) or "9999", e.file, e.line), default=None)
 
 
 def _add_category_finding(ctx: Context, cat: str, group: list[dict[str, Any]]) -> None:
@@ -352,9 +353,14 @@ def _approximate_times(ctx: Context) -> None:
     of the same rank in the same file — never another rank's (lines of a file without rank
     prefixes are one stream); lines above the stream's first stamp get that stamp, the
     latest they can have happened. Marked approximate in the event and its evidence."""
+    # only files with an untimed line have anything to do (a stream never spans files)
+    files = {e.file for e in ctx.events if not e.time}
+    if not files:
+        return
     last: dict[tuple[str, int | None], str] = {}
     before_first: dict[tuple[str, int | None], list[Event]] = {}
-    for e in sorted(ctx.events, key=lambda x: (x.file, x.line)):
+    in_files = [e for e in ctx.events if e.file in files]
+    for e in sorted(in_files, key=attrgetter("file", "line")):
         key = (e.file, e.rank)
         if e.time:
             last[key] = e.time

@@ -176,7 +176,7 @@ ROW_STEPS: tuple[Callable[[_State, int, dict[str, list[Event]]], None], ...] = (
 
 def _build_rows(st: _State) -> None:
     for rank, kinds in st.per_rank.items():
-        if any(k in kinds for k in OWN):
+        if not OWN.isdisjoint(kinds):
             st.own.add(rank)
         for step in ROW_STEPS:
             step(st, rank, kinds)
@@ -320,13 +320,21 @@ def _rank0_absent(st: _State, seen: set[int]) -> set[int]:
 def _first_initiator(ctx: Context, st: _State) -> dict[str, Any] | None:
     """The rank whose own watchdog fired first, where the logs order the firings: by
     timestamp when every firing has one, else by print order when they share one file."""
-    fired = [e for e in ctx.kinds(*sorted(OWN)) if e.rank is not None and e.rank in st.own]
+    # unsorted: min() gives the first of equal keys in this order, as ctx.kinds' stable
+    # sort by the same (time, file, line) would
+    fired = [
+        e
+        for k in sorted(OWN)
+        for e in ctx.by_kind.get(k, ())
+        if e.rank is not None and e.rank in st.own
+    ]
     if not fired:
         return None
     if all(e.time for e in fired):
         e = min(fired, key=lambda x: (x.time or "", x.file, x.line))
         how = "timestamp"
     elif len({e.file for e in fired}) == 1:
+        fired = [e for e in ctx.kinds(*sorted(OWN)) if e.rank is not None and e.rank in st.own]
         e = min(fired, key=lambda x: x.line)
         how = "print order in one file"
     else:

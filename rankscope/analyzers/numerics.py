@@ -39,12 +39,16 @@ def _series(m: Any, col: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     order = np.argsort(steps, kind="stable")
     steps, vals, rows = steps[order], vals[order], rows[order]
     u, first = np.unique(steps, return_index=True)
-    means = np.array(
-        [
-            np.mean(v) if np.all(np.isfinite(v)) else v[~np.isfinite(v)][0]
-            for v in np.split(vals, first[1:])
-        ]
-    )
+    # Most steps have one row: the mean of one value is ``0.0 + value`` (numpy's sum starts
+    # from 0.0, which turns -0.0 into 0.0), done for all of them at once. Only the steps
+    # with several rows go through np.mean one by one (its pairwise sum is kept as is),
+    # and a non-finite single value stays itself.
+    sizes = np.diff(first, append=steps.size)
+    means = vals[first]
+    means = np.where(np.isfinite(means), means + 0.0, means)
+    for i in np.flatnonzero(sizes > 1):
+        v = vals[first[i] : first[i] + sizes[i]]
+        means[i] = np.mean(v) if np.all(np.isfinite(v)) else v[~np.isfinite(v)][0]
     return u, means, rows[first]
 
 
@@ -273,12 +277,13 @@ class NumericsAnalyzer:
         }
         if ratio <= 1 + ctx.options.step_time_regression:
             return
-        # first step where the rolling median crosses the threshold
+        # first step where the rolling median crosses the threshold: the middle of each
+        # sorted window of 5 (the values are finite), all windows in one sort
         thr = base * (1 + ctx.options.step_time_regression)
         w = 5
-        at = next(
-            (i for i in range(n - w) if np.median(st[i : i + w]) > thr and i >= int(n * 0.1)), n - 1
-        )
+        rolling = np.sort(np.lib.stride_tricks.sliding_window_view(st[:-1], w), axis=1)[:, w // 2]
+        crossed = np.flatnonzero(rolling[int(n * 0.1) :] > thr)
+        at = int(n * 0.1) + int(crossed[0]) if crossed.size else n - 1
         iso["step_time"]["regressed_at_step"] = int(steps[at])
         ctx.add_finding(
             phase="isolation",

@@ -244,7 +244,8 @@ class OddOneOutAnalyzer:
         banners = _Banners.of(ctx)
         if len(banners.procs) < 3:
             return
-        attrs = sorted({a for v in banners.procs.values() for a in v if not a.startswith("_")})
+        every = {a for v in banners.procs.values() for a in v}  # then filtered: once a name
+        attrs = sorted(a for a in every if not a.startswith("_"))
         for attr in attrs:
             vals = {p: v[attr][0] for p, v in banners.procs.items() if attr in v}
             got = minority(vals)

@@ -25,12 +25,19 @@ def _per_step(steps: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.nda
     steps, values = steps[ok], values[ok]
     if steps.size == 0:
         return steps, values
-    order = np.argsort(steps, kind="stable")
+    # by step, and within a step by value: every step's median is then read at its middle,
+    # for all steps at once instead of one np.median call per step
+    order = np.lexsort((values, steps))
     steps, values = steps[order], values[order]
-    bounds = np.flatnonzero(np.diff(steps)) + 1
-    us = np.array([g[0] for g in np.split(steps, bounds)])
-    med = np.array([float(np.median(g)) for g in np.split(values, bounds)])
-    return us, med
+    first = np.flatnonzero(np.r_[True, np.diff(steps) != 0])
+    size = np.diff(first, append=steps.size)
+    mid = first + size // 2
+    # np.median's arithmetic, bit for bit: the mean of the middle one or two values, whose
+    # sum starts from 0.0 (no NaN is left here)
+    med = values[mid] + 0.0
+    even = np.flatnonzero(size % 2 == 0)
+    med[even] = (0.0 + (0.0 + values[mid[even] - 1] + values[mid[even]])) / 2
+    return steps[first], med
 
 
 def _windows(v: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:

@@ -125,7 +125,7 @@ def _fill_places(ctx: Context, fr: Frame) -> None:
         on_host.setdefault(h, []).append(r)
     # per-rank metrics that carry host and rank teach the same mapping
     ok = ~np.isnan(rank)
-    for r, h in zip(rank[ok], host[ok], strict=True):
+    for r, h in zip(rank[ok].tolist(), host[ok].tolist(), strict=True):  # Python scalars: faster
         if h and int(r) not in rank_host:
             on_host.setdefault(h, []).append(int(r))
             rank_host[int(r)] = h

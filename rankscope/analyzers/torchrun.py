@@ -26,11 +26,15 @@ class TorchrunAnalyzer:
         roots = [e for e in failures if e.fields.get("root_cause")]
         # times have whole seconds: on a tie the agent's own "Root Cause" entry wins over the
         # "Failures:" list printed above it
-        timed = sorted(
+        earliest = min(
             (e for e in failures if e.time),
             key=lambda e: (e.time, not e.fields.get("root_cause"), e.file, e.line),
+            default=None,
         )
-        first = timed[0] if timed else (roots[0] if roots else failures[0])
+        if earliest is not None:
+            first = earliest
+        else:
+            first = roots[0] if roots else failures[0]
         code = first.fields.get("exitcode")
         sig = SIGNALS.get(code) if isinstance(code, int) else None
         files = {e.file for e in failures}

@@ -1154,11 +1154,12 @@ class VerdictAnalyzer:
 
     def _straggler(self, ctx: Context, stragglers: list[int]) -> Verdict:
         rows = [r for r in ctx.facts.nccl["rows"] if r["role"] == "straggler"]
-        symptoms = [e for e in ctx.events if e.rank in set(stragglers) and e.kind in DATA_SYMPTOMS]
+        on = set(stragglers)
+        symptoms = [e for e in ctx.events if e.kind in DATA_SYMPTOMS and e.rank in on]
         symptoms += [
             e
             for e in ctx.by_kind.get("python_exception", [])
-            if e.rank in set(stragglers) and "DataLoader" in str(e.fields)
+            if e.rank in on and "DataLoader" in str(e.fields)
         ]
         # only what happened around the stall counts: the collective started timeout_ms before the watchdog fired
         timeouts = [
@@ -1404,15 +1405,19 @@ class VerdictAnalyzer:
     def _timeline(self, ctx: Context) -> list[dict[str, Any]]:
         seen: set[tuple[str, Any]] = set()
         per_kind: dict[str, int] = {}
+        # kinds with 8 lines already, or never shown: one look-up skips their other lines
+        done = {"nccl_progress", "fr_status", "metrics_row"}
         out = []
         for e in ctx.events:
-            if e.kind in ("nccl_progress", "fr_status", "metrics_row"):
+            if e.kind in done:
                 continue
             key = (e.kind, e.rank)
-            if key in seen or per_kind.get(e.kind, 0) >= 8:
+            if key in seen:
                 continue
             seen.add(key)
-            per_kind[e.kind] = per_kind.get(e.kind, 0) + 1
+            per_kind[e.kind] = n = per_kind.get(e.kind, 0) + 1
+            if n == 8:
+                done.add(e.kind)
             out.append(
                 {
                     "time": etime(e),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from rankscope.analyzers.metrics import _median_by
+from rankscope.analyzers.numerics import _series
+from rankscope.analyzers.postmortem_inputs import _per_step
 from rankscope.analyzers.slowdown import _group_median
 
 
@@ -57,3 +59,58 @@ def test_median_by_is_numpy_median_per_key() -> None:
         for k in sorted(set(keys[ok].tolist())):
             want[k] = float(np.median(vals[ok][keys[ok] == k]))
         assert _same(_median_by(keys, vals), want), t
+
+
+def _steps_and_values(rng: np.random.Generator, t: int) -> tuple[np.ndarray, np.ndarray]:
+    n = int(rng.integers(0, 120))
+    steps = rng.integers(0, int(rng.integers(1, 60)), n).astype(float)
+    steps[rng.random(n) < 0.05] = np.nan
+    if t % 3 == 0:  # signed zeros, infinities, huge values: the sums' edge cases
+        pool = [0.0, -0.0, 1.5, -2.25, np.inf, -np.inf, 1.7e308, 5e-324, np.nan]
+        return steps, np.asarray(rng.choice(pool, n), dtype=float)
+    return steps, _values(rng, n, t)
+
+
+def test_per_step_median_is_numpy_median_per_step() -> None:
+    rng = np.random.default_rng(9)
+    for t in range(300):
+        steps, vals = _steps_and_values(rng, t)
+        ok = ~(np.isnan(steps) | np.isnan(vals))
+        with np.errstate(all="ignore"):  # inf - inf: NaN either way
+            want = {
+                s: float(np.median(vals[ok][steps[ok] == s]))
+                for s in sorted(set(steps[ok].tolist()))
+            }
+            us, med = _per_step(steps, vals)
+        assert _same(dict(zip(us.tolist(), med.tolist(), strict=True)), want), t
+
+
+class _Table:
+    """The two columns ``_series`` reads, as ``MetricsTable`` gives them."""
+
+    def __init__(self, steps: np.ndarray, vals: np.ndarray, valid: np.ndarray) -> None:
+        self.cols, self.ok = {"step": steps, "v": vals}, valid
+
+    def numpy(self, name: str) -> np.ndarray:
+        return self.cols[name]
+
+    def valid(self, name: str) -> np.ndarray:
+        return self.ok
+
+
+def test_series_is_numpy_mean_per_step_or_its_first_non_finite_value() -> None:
+    rng = np.random.default_rng(10)
+    for t in range(300):
+        steps, vals = _steps_and_values(rng, t)
+        valid = rng.random(steps.size) < 0.95
+        keep = valid & ~np.isnan(steps)
+        want = {}
+        with np.errstate(all="ignore"):
+            for s in sorted(set(steps[keep].tolist())):
+                v = vals[keep & (steps == s)]
+                want[s] = float(np.mean(v) if np.isfinite(v).all() else v[~np.isfinite(v)][0])
+            us, means, _rows = _series(_Table(steps, vals, valid), "v")
+        got = dict(zip(us.tolist(), means.tolist(), strict=True))
+        assert list(got) == list(want), t
+        assert all(got[k].hex() == want[k].hex() or np.isnan(want[k]) for k in want), t
+        assert all(np.isnan(got[k]) for k in want if np.isnan(want[k])), t
