@@ -126,9 +126,12 @@ def _first_char_wrappers(c: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
 _WRAPPERS_BY_FIRST = {chr(i): _first_char_wrappers(chr(i)) for i in range(128)}
 _ALL_WRAPPERS = tuple(_WRAPPERS)
 _RANK = lazy_compile(r"\[rank(?P<r>\d+)\]:\s?")
-_GLOG = lazy_compile(
-    r"\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
-)
+_GLOG_RX = r"\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
+_GLOG = lazy_compile(_GLOG_RX)
+# the usual torchrun line, "[rankN]:[E1121 10:22:33.123 ProcessGroupNCCL.cpp:1794] …", in one
+# match: the same spans as _RANK then _GLOG (the rank's optional space is never given back,
+# a glog envelope cannot start with a space)
+_RANK_GLOG = lazy_compile(r"\[rank(?P<r>\d+)\]:\s?" + _GLOG_RX)
 _OLD_GLOG = lazy_compile(r"\[(?P<l>[IWEF]) (?P<src>[\w.]+):\d+\]\s?")
 _PYLOG_FIRST = frozenset("IWECD")  # the level word's first letter, inside "[…]" or not
 _PYLOG_LEVEL = lazy_compile(
@@ -175,11 +178,20 @@ def peel(line: str) -> Envelope:
     """Split one raw line into its message and what the envelope says about it."""
     env = Envelope(message=line)
     s = line.rstrip("\r\n")
-    for _ in range(8):
+    rounds = 8
+    if s.startswith("[rank"):
+        m = _RANK_GLOG.match(s)
+        if m:  # the first round below, done in one match
+            r, env.level, md, t = m.group("r", "l", "md", "t")
+            env.rank = int(r)
+            env.time = _iso_from_glog(md, t)
+            s = s[m.end() :]
+            rounds = 7
+    for _ in range(rounds):
         progressed = False
         # the first character rules most regexes out (this runs on every candidate line)
         c = s[:1]
-        if env.rank is None and c == "[":
+        if env.rank is None and c == "[" and s.startswith("[rank"):
             m = _RANK.match(s)
             if m:
                 env.rank = int(m.group("r"))
