@@ -134,6 +134,7 @@ _GLOG = lazy_compile(_GLOG_RX)
 _RANK_GLOG = lazy_compile(r"\[rank(?P<r>\d+)\]:\s?" + _GLOG_RX)
 _OLD_GLOG = lazy_compile(r"\[(?P<l>[IWEF]) (?P<src>[\w.]+):\d+\]\s?")
 _PYLOG_FIRST = frozenset("IWECD")  # the level word's first letter, inside "[…]" or not
+_GLOG_OR_PYLOG_FIRST = frozenset("IWEFCD")
 _PYLOG_LEVEL = lazy_compile(
     r"(?:\[(?P<a>INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\]|(?P<b>INFO|WARNING|ERROR|CRITICAL):)\s*"
 )
@@ -198,6 +199,12 @@ def peel(line: str) -> Envelope:
             env.time = _iso_from_glog(md, t)
             s = s[m.end() :]
             rounds = 7
+            c = s[:1]
+            if (s[1:2] if c == "[" else c) not in _GLOG_OR_PYLOG_FIRST:
+                # the message itself: no second glog envelope, no level word (wrappers come
+                # before [rankN]:, never after); the rounds below would find nothing
+                env.message = s
+                return env
     for _ in range(rounds):
         progressed = False
         # the first character rules most regexes out (this runs on every candidate line)

@@ -130,11 +130,12 @@ def _pg_fields(msg: str) -> dict[str, Any]:
     m = PG.search(msg)
     if not m:
         return {}
-    f: dict[str, Any] = {"pg": m.group("pg"), "group_rank": int(m.group("grank"))}
-    if m.group("desc"):
-        f["pg_desc"] = m.group("desc")
-    if m.group("guid"):
-        f["pg_guid"] = m.group("guid")
+    pg, grank, desc, guid = m.group("pg", "grank", "desc", "guid")  # one call, not four
+    f: dict[str, Any] = {"pg": pg, "group_rank": int(grank)}
+    if desc:
+        f["pg_desc"] = desc
+    if guid:
+        f["pg_guid"] = guid
     return f
 
 
@@ -142,9 +143,10 @@ def _work_fields(msg: str) -> dict[str, Any]:
     m = WORK.search(msg)
     if not m:
         return {}
-    f: dict[str, Any] = {"op": m.group("op"), "timeout_ms": int(m.group("to"))}
-    if m.group("seq") is not None:
-        f["seq"] = int(m.group("seq"))
+    op, to, seq = m.group("op", "to", "seq")
+    f: dict[str, Any] = {"op": op, "timeout_ms": int(to)}
+    if seq is not None:
+        f["seq"] = int(seq)
     w = WORK_RANK.search(msg)
     if w:
         f["work_rank"] = int(w.group("r"))
