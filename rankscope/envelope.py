@@ -220,9 +220,13 @@ def peel(line: str) -> Envelope:
         lvl = s[1:2] if c == "[" else c
         m = _GLOG.match(s) if lvl and lvl in "IWEF" else None
         if m:
-            env.level = m.group("l")
-            env.time = env.time or _iso_from_glog(m.group("md"), m.group("t"))
+            env.level, md, t = m.group("l", "md", "t")
+            env.time = env.time or _iso_from_glog(md, t)
             s = s[m.end() :]
+            c = s[:1]
+            nxt = s[1:2] if c == "[" else c
+            if nxt not in _GLOG_OR_PYLOG_FIRST and not s.startswith("[rank"):
+                break  # as after the one-match envelope above: nothing more to peel
             progressed = True
         else:
             m = _OLD_GLOG.match(s) if c == "[" and lvl and lvl in "IWEF" else None

@@ -531,7 +531,7 @@ def _classify_line(
     if res is not None and res[0] in GENERIC_KINDS and _is_code(env.message):
         return None, False  # a traceback's echo of the source line that raised
     if sigs and (res is None or res[0] in GENERIC_KINDS) and not _is_code(env.message):
-        hit = match_signature(env.message, list(sigs)) or match_signature(raw, list(sigs))
+        hit = match_signature(env.message, sigs) or match_signature(raw, sigs)
         if hit is not None:
             # the structural reading keeps its kind and fields (other analyzers read
             # them); the signature decides what the line means
