@@ -350,47 +350,39 @@ def _own_fingerprint(msg: str) -> tuple[Result, bool] | None:
     return ("collective_mismatch", f), "TensorDtypes=" not in fp
 
 
-# The NCCL family in the order its wordings must be tried (a reader that returns None
-# passes the message on; the teardown reader hands a teardown line carrying an NCCL
-# error to the other readers).
-_NCCL_READERS = (
-    _watchdog_timeouts,
-    _dump_signals,
-    _async_errors,
-    _teardown_and_aborts,
-    _own_fingerprint,
-)
-
-
-# a word of every wording the NCCL readers know ("atchdog": "Watchdog caught", "watchdog got
-# stuck"…; "dump": "to signal dumping", "Received a dump signal"…): a message with none of
-# them is none of theirs, and most candidate lines are not (~25 substring tests saved)
-_NCCL_WORDS = (
-    "NCCL",
-    "atchdog",
-    "dump",
-    "timeout signal",
-    "global timeout",
-    "async exception",
-    "blocking wait",
-    "entire process down",
-    "Heartbeat monitor",
-    "remote error detected",
-    "inconsistent collective",
-)
-
-
 def _classify_nccl(msg: str) -> tuple[Result, bool] | None:
-    for word in _NCCL_WORDS:
-        if word in msg:
-            break
-    else:
-        return None
-    for read in _NCCL_READERS:
-        r = read(msg)
+    """The NCCL family, its readers in the order their wordings must be tried (a reader that
+    returns None passes the message on; the teardown reader hands a teardown line carrying
+    an NCCL error to the other readers). A reader is skipped when the message has none of
+    the words its wordings share ("atchdog": "Watchdog caught", "watchdog got stuck"…;
+    "dump": "to signal dumping", "Received a dump signal"…): most candidate lines are
+    none of theirs, and each reader tests several wordings."""
+    nccl = "NCCL" in msg
+    watchdog = "atchdog" in msg
+    dump = "dump" in msg
+    if nccl or watchdog:  # "Timeout at NCCL work"
+        r = _watchdog_timeouts(msg)
         if r is not None:
             return r
-    return None
+    if dump or "timeout signal" in msg or "global timeout" in msg:
+        r = _dump_signals(msg)
+        if r is not None:
+            return r
+    r = _async_errors(msg)  # (tests its two wordings first)
+    if r is not None:
+        return r
+    if (
+        nccl
+        or watchdog
+        or dump
+        or "entire process down" in msg
+        or "Heartbeat monitor" in msg
+        or "remote error detected" in msg
+    ):
+        r = _teardown_and_aborts(msg)
+        if r is not None:
+            return r
+    return _own_fingerprint(msg)
 
 
 def _collectives_and_gpu(msg: str) -> Result:
