@@ -152,10 +152,19 @@ class Envelope:
     wrapped: bool = False  # had any wrapper
 
 
+# "1121" → "0000-11-21T": a job's lines share a few days (bounded all the same)
+_GLOG_DAYS: dict[str, str] = {}
+
+
 def _iso_from_glog(md: str, t: str) -> str:
-    md = md.zfill(4)  # c10 logging prints the month unpadded: E321 is March 21
+    day = _GLOG_DAYS.get(md)
+    if day is None:
+        padded = md.zfill(4)  # c10 logging prints the month unpadded: E321 is March 21
+        day = f"0000-{padded[:2]}-{padded[2:]}T"
+        if len(_GLOG_DAYS) < 4096:
+            _GLOG_DAYS[md] = day
     # ``t`` is "hh:mm:ss" or "hh:mm:ss.fff…" (the glog regexes): microseconds at most
-    return f"0000-{md[:2]}-{md[2:]}T{t[:15]}"
+    return day + t[:15]
 
 
 _ISO_STAMP = lazy_compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d:\d\d:\d\d)(?:[.,](\d+))?")
@@ -188,7 +197,7 @@ def _digit_or_bracket(c: str) -> bool:
 
 def peel(line: str) -> Envelope:
     """Split one raw line into its message and what the envelope says about it."""
-    env = Envelope(message=line)
+    env = Envelope(line)
     s = line.rstrip("\r\n")
     rounds = 8
     if s.startswith("[rank"):
