@@ -101,7 +101,11 @@ _RX: dict[str, re.Pattern[str]] = {
     "exception": lazy_compile(
         r"(?:^|[\s:\]])(?P<type>[A-Za-z_][\w.]*(?:Error|Exception)): (?P<msg>.*)"
     ),
+    # the leftmost match starts where a run of name characters does (from any later
+    # position in the run, the same match less a few name characters): the lookbehind
+    # spares the search a scan of the run from each of its characters; same matches
     "nan_loss": lazy_compile(
+        r"(?<![A-Za-z_ ])"
         r"(?P<name>[A-Za-z_ ]*[Ll]oss[A-Za-z_ ]{0,20})[=:] *(?P<v>-?(?:nan|NaN|NAN|inf|Inf|INF))\b"
     ),
     "nan_count": lazy_compile(r"number of nan iterations: *(?P<n>[1-9]\d*)"),
@@ -564,14 +568,16 @@ def _numerics(msg: str) -> Result:
         if it:
             f["step"] = int(it.group("i"))
         return "nan_loss", f
-    if _NONFINITE_FOUND.search(msg):
+    if (
+        "found " in msg or "etected " in msg or "non-finite" in msg or "NaN or Inf" in msg
+    ) and _NONFINITE_FOUND.search(msg):  # (the literals first: an "INFO" line gets here)
         return "nan_detected", {"what": msg[:200]}
     return None
 
 
 def _retries(msg: str) -> Result:
     """Retry counters and exhausted retries."""
-    m = _RX["retry_frac"].search(msg)
+    m = _RX["retry_frac"].search(msg) if "etr" in msg else None  # "[Rr]etr…"
     if m:
         return "retry", {
             "attempt": int(m.group("k")),
@@ -597,7 +603,11 @@ _STORAGE_ERRORS = (
 
 def _data_and_storage(msg: str) -> Result:
     """Data-loader and file-system errors."""
-    if "AISBatchLoaderError" in msg or "DataLoader" in msg or _DATA_LOAD.search(msg):
+    if (
+        "AISBatchLoaderError" in msg
+        or "DataLoader" in msg
+        or ("oad" in msg and "ata" in msg and _DATA_LOAD.search(msg))
+    ):
         return "data_error", {"what": msg[:300]}
     if _has_any(msg, _STORAGE_ERRORS):
         return "storage_error", {"what": msg[:300]}
