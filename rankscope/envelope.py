@@ -126,11 +126,15 @@ def _first_char_wrappers(c: str) -> tuple[tuple[str, re.Pattern[str]], ...]:
 _WRAPPERS_BY_FIRST = {chr(i): _first_char_wrappers(chr(i)) for i in range(128)}
 _ALL_WRAPPERS = tuple(_WRAPPERS)
 _RANK = lazy_compile(r"\[rank(?P<r>\d+)\]:\s?")
-_GLOG = lazy_compile(
-    r"\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
-)
+_GLOG_RX = r"\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)(?: +\d+)? (?P<src>[^\s\]]+):\d+\]\s?"
+_GLOG = lazy_compile(_GLOG_RX)
+# the usual torchrun line, "[rankN]:[E1121 10:22:33.123 ProcessGroupNCCL.cpp:1794] …", in one
+# match: the same spans as _RANK then _GLOG (the rank's optional space is never given back,
+# a glog envelope cannot start with a space)
+_RANK_GLOG = lazy_compile(r"\[rank(?P<r>\d+)\]:\s?" + _GLOG_RX)
 _OLD_GLOG = lazy_compile(r"\[(?P<l>[IWEF]) (?P<src>[\w.]+):\d+\]\s?")
 _PYLOG_FIRST = frozenset("IWECD")  # the level word's first letter, inside "[…]" or not
+_GLOG_OR_PYLOG_FIRST = frozenset("IWEFCD")
 _PYLOG_LEVEL = lazy_compile(
     r"(?:\[(?P<a>INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\]|(?P<b>INFO|WARNING|ERROR|CRITICAL):)\s*"
 )
@@ -148,38 +152,73 @@ class Envelope:
     wrapped: bool = False  # had any wrapper
 
 
+# "1121" → "0000-11-21T": a job's lines share a few days (bounded all the same)
+_GLOG_DAYS: dict[str, str] = {}
+
+
 def _iso_from_glog(md: str, t: str) -> str:
-    md = md.zfill(4)  # c10 logging prints the month unpadded: E321 is March 21
+    day = _GLOG_DAYS.get(md)
+    if day is None:
+        padded = md.zfill(4)  # c10 logging prints the month unpadded: E321 is March 21
+        day = f"0000-{padded[:2]}-{padded[2:]}T"
+        if len(_GLOG_DAYS) < 4096:
+            _GLOG_DAYS[md] = day
     # ``t`` is "hh:mm:ss" or "hh:mm:ss.fff…" (the glog regexes): microseconds at most
-    return f"0000-{md[:2]}-{md[2:]}T{t[:15]}"
+    return day + t[:15]
+
+
+_ISO_STAMP = lazy_compile(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d:\d\d:\d\d)(?:[.,](\d+))?")
+_CTIME_STAMP = lazy_compile(r"[A-Z][a-z]{2} ([A-Z][a-z]{2}) +(\d+) (\d\d:\d\d:\d\d) (\d{4})")
+_SYSLOG_STAMP = lazy_compile(r"([A-Z][a-z]{2}) +(\d+) (\d\d:\d\d:\d\d)")
 
 
 def iso_from_text(v: str) -> str | None:
     """Normalise a date stamp we recognise into ISO-8601 (no timezone: logs rarely say)."""
-    m = re.match(r"(\d{4})-(\d\d)-(\d\d)[ T_](\d\d:\d\d:\d\d)(?:[.,](\d+))?", v)
+    m = _ISO_STAMP.match(v)
     if m:
         y, mo, d, hms, frac = m.groups()
         return f"{y}-{mo}-{d}T{hms}" + (f".{frac[:6]}" if frac else "")
-    m = re.match(r"[A-Z][a-z]{2} ([A-Z][a-z]{2}) +(\d+) (\d\d:\d\d:\d\d) (\d{4})", v)
+    m = _CTIME_STAMP.match(v)
     if m:
         mon, d, hms, y = m.groups()
         return f"{y}-{_MONTHS.get(mon.lower(), 1):02d}-{int(d):02d}T{hms}"
-    m = re.match(r"([A-Z][a-z]{2}) +(\d+) (\d\d:\d\d:\d\d)", v)
+    m = _SYSLOG_STAMP.match(v)
     if m:
         mon, d, hms = m.groups()
         return f"0000-{_MONTHS.get(mon.lower(), 1):02d}-{int(d):02d}T{hms}"
     return None
 
 
+def _digit_or_bracket(c: str) -> bool:
+    # str.isdigit() holds for every character ``\d`` matches (and a few more); lstrip() and
+    # ``\s`` agree on what is whitespace
+    return c == "[" or c.isdigit()
+
+
 def peel(line: str) -> Envelope:
     """Split one raw line into its message and what the envelope says about it."""
-    env = Envelope(message=line)
+    env = Envelope(line)
     s = line.rstrip("\r\n")
-    for _ in range(8):
+    rounds = 8
+    if s.startswith("[rank"):
+        m = _RANK_GLOG.match(s)
+        if m:  # the first round below, done in one match
+            r, env.level, md, t = m.group("r", "l", "md", "t")
+            env.rank = int(r)
+            env.time = _iso_from_glog(md, t)
+            s = s[m.end() :]
+            rounds = 7
+            c = s[:1]
+            if (s[1:2] if c == "[" else c) not in _GLOG_OR_PYLOG_FIRST:
+                # the message itself: no second glog envelope, no level word (wrappers come
+                # before [rankN]:, never after); the rounds below would find nothing
+                env.message = s
+                return env
+    for _ in range(rounds):
         progressed = False
         # the first character rules most regexes out (this runs on every candidate line)
         c = s[:1]
-        if env.rank is None and c == "[":
+        if env.rank is None and c == "[" and s.startswith("[rank"):
             m = _RANK.match(s)
             if m:
                 env.rank = int(m.group("r"))
@@ -190,9 +229,13 @@ def peel(line: str) -> Envelope:
         lvl = s[1:2] if c == "[" else c
         m = _GLOG.match(s) if lvl and lvl in "IWEF" else None
         if m:
-            env.level = m.group("l")
-            env.time = env.time or _iso_from_glog(m.group("md"), m.group("t"))
+            env.level, md, t = m.group("l", "md", "t")
+            env.time = env.time or _iso_from_glog(md, t)
             s = s[m.end() :]
+            c = s[:1]
+            nxt = s[1:2] if c == "[" else c
+            if nxt not in _GLOG_OR_PYLOG_FIRST and not s.startswith("[rank"):
+                break  # as after the one-match envelope above: nothing more to peel
             progressed = True
         else:
             m = _OLD_GLOG.match(s) if c == "[" and lvl and lvl in "IWEF" else None
@@ -204,7 +247,13 @@ def peel(line: str) -> Envelope:
             continue
         if env.rank is not None or env.level is not None:
             break  # wrappers come before [rankN]: and the glog envelope, never after
-        for name, rx in _WRAPPERS_BY_FIRST.get(c, _ALL_WRAPPERS) if c else ():
+        wrappers = _WRAPPERS_BY_FIRST.get(c, _ALL_WRAPPERS) if c else ()
+        if (c == " " or c == "\t") and not _digit_or_bracket(s.lstrip()[:1]):
+            # an indented line (a torchrun summary's "  host      : …"): srun's "  10: " and
+            # an indented date, the only wrappers it may start, need a digit (or "[")
+            # after the indent
+            wrappers = ()
+        for name, rx in wrappers:
             m = rx.match(s)
             if not m:
                 continue
@@ -245,8 +294,15 @@ _ANY_TIME = lazy_compile(
 )
 
 
+_HMS = lazy_compile(r"\d:\d\d:\d")
+
+
 def find_time(text: str) -> str | None:
     """A timestamp anywhere in a line (for lines whose stamp is not at the start)."""
+    # both forms hold "hh:mm:ss": ruling out the (many) lines without one first is ~4x
+    # cheaper than the search of both forms at every position
+    if ":" not in text or _HMS.search(text) is None:
+        return None
     m = _ANY_TIME.search(text)
     if not m:
         return None

@@ -29,6 +29,7 @@ Adding a wording: append a ``Signature`` (or a ``prefilter`` alternative and wid
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ._lazy import lazy_compile
@@ -1865,7 +1866,7 @@ SIG_PATTERNS: tuple[tuple[str, Signature], ...] = tuple(
 
 
 def match(
-    message: str, sigs: list[Signature] | None = None
+    message: str, sigs: Sequence[Signature] | None = None
 ) -> tuple[Signature, dict[str, str]] | None:
     """The first signature (catalogue order) whose regex matches ``message``."""
     for s in sigs if sigs is not None else CATALOGUE:

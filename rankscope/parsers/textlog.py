@@ -398,7 +398,7 @@ class TextLogParser:
     ) -> int:
         """Read one candidate line (and the lines terminal wrapping split it into) as an
         event; return where reading stopped."""
-        raw = block[s:e].decode("utf-8", errors="replace").rstrip("\r")
+        raw = block[s:e].decode("utf-8", "replace").rstrip("\r")
         env = peel(raw)
         res, needs_more = _classify_line(raw, env, sigs)
         used_end = e
@@ -435,19 +435,9 @@ class TextLogParser:
             fields["continued_on_line"] = cont_line
         rank = _rank_of(env, kind, fields, file_rank)
         host = _host_of(env, fields)
-        collector.add(
-            Event(
-                kind=kind,
-                line=line,
-                text=text,
-                rank=rank,
-                host=host,
-                time=_time_of(env, kind, fields, raw),
-                level=env.level,
-                fields=fields,
-                file=result.name,
-            )
-        )
+        # positional: this runs on every event of every file
+        stamp = _time_of(env, kind, fields, raw)
+        collector.add(Event(kind, line, text, rank, host, stamp, env.level, fields, result.name))
         if rank is not None and host and rank not in result.rank_hosts:
             result.rank_hosts[rank] = host
         return used_end
@@ -594,7 +584,7 @@ def _classify_line(
     if res is not None and res[0] in GENERIC_KINDS and _is_code(env.message):
         return None, False  # a traceback's echo of the source line that raised
     if sigs and (res is None or res[0] in GENERIC_KINDS) and not _is_code(env.message):
-        hit = match_signature(env.message, list(sigs)) or match_signature(raw, list(sigs))
+        hit = match_signature(env.message, sigs) or match_signature(raw, sigs)
         if hit is not None:
             # the structural reading keeps its kind and fields (other analyzers read
             # them); the signature decides what the line means
@@ -711,9 +701,11 @@ def _rank_of(env: Envelope, kind: str, fields: dict[str, Any], file_rank: int | 
 
 def _host_of(env: Envelope, fields: dict[str, Any]) -> str | None:
     host = env.host or fields.get("nccl_host") or fields.get("host")
-    if host is None and ":" in env.message:
-        # NCCL's "host:pid:tid [dev]" banner (NCCL 2.1-2.3 print WARN without "NCCL")
-        mh = NCCL_HOST.match(env.message)
+    msg = env.message
+    if host is None and msg[:1].isalnum() and ":" in msg:
+        # NCCL's "host:pid:tid [dev]" banner (NCCL 2.1-2.3 print WARN without "NCCL"); its
+        # host starts with a letter or digit
+        mh = NCCL_HOST.match(msg)
         if mh:
             host = mh.group("host")
     return host
