@@ -366,21 +366,22 @@ class TextLogParser:
             [(st, 1, en, sigs) for st, en, sigs in hits] + [(m, 0, 0, ()) for m in marks],
             key=lambda p: (p[0], p[1]),
         )
-        pos = 0
-        ln = line_no
+        # every point's line number first, in one pass over the newlines, then the lines
+        # read one after another (what they need of the block is then still in the caches)
+        before = newlines.before_each([p[0] for p in points]) if points else []
+        last = points[-1][0] if points else 0
+        end = line_no + (before[-1] if before else 0) + newlines.count(last, cut)
+        newlines.release()  # release the export of buf before it is written again
         skip_until = -1
-        for st, is_span, en, sigs in points:
-            ln += newlines.count(pos, st)
-            pos = st
+        for (st, is_span, en, sigs), n in zip(points, before, strict=True):
+            ln = line_no + n
             if not is_span:
                 result.line_index.append((ln + 1, offset + st))
             elif st > skip_until:
                 skip_until = self._line(
                     buf, cut, st, en, ln + 1, result, collector, summary, file_rank, file_host, sigs
                 )
-        ln += newlines.count(pos, cut)
-        newlines.release()  # release the export of buf before it is written again
-        return ln
+        return end
 
     def _line(
         self,
