@@ -366,15 +366,20 @@ class TextLogParser:
             [(st, 1, en, sigs) for st, en, sigs in hits] + [(m, 0, 0, ()) for m in marks],
             key=lambda p: (p[0], p[1]),
         )
-        # every point's line number first, in one pass over the newlines, then the lines
-        # read one after another (what they need of the block is then still in the caches)
-        before = newlines.before_each([p[0] for p in points]) if points else []
-        last = points[-1][0] if points else 0
-        end = line_no + (before[-1] if before else 0) + newlines.count(last, cut)
+        # every point's line number first (newlines counted between consecutive points:
+        # cheaper than listing every newline of a big block), then the lines read one after
+        # another, while what they need of the block is still in the caches
+        numbers = []
+        pos, ln = 0, line_no
+        count = newlines.count
+        for p in points:
+            ln += count(pos, p[0])
+            pos = p[0]
+            numbers.append(ln)
+        end = ln + count(pos, cut)
         newlines.release()  # release the export of buf before it is written again
         skip_until = -1
-        for (st, is_span, en, sigs), n in zip(points, before, strict=True):
-            ln = line_no + n
+        for (st, is_span, en, sigs), ln in zip(points, numbers, strict=True):
             if not is_span:
                 result.line_index.append((ln + 1, offset + st))
             elif st > skip_until:
@@ -511,7 +516,10 @@ def _map_whole(stream: Any) -> mmap.mmap | None:
             or time.time() - st.st_mtime < STILL_WRITTEN_S
         ):
             return None
-        return mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        mapped = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+        if hasattr(mmap, "MADV_WILLNEED"):  # read from end to end: map it all at once
+            mapped.madvise(mmap.MADV_WILLNEED)
+        return mapped
     except (OSError, ValueError, io.UnsupportedOperation):
         return None
 
