@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import os
 import sys
@@ -101,7 +102,7 @@ def parse_paths(
         if meanwhile is not None:
             meanwhile()
         # unpacked as they arrive, while the workers go on parsing
-        for k, packed in ([first] if first is not None else []) + list(done):
+        for k, packed in itertools.chain([first] if first is not None else [], done):
             by_index[order[k]] = [_unpack(p) for p in packed]
     else:
         by_index = _parse_in_pool(items, order, jobs, meanwhile)

@@ -44,6 +44,8 @@ def run(
     """``(index, func(*items[index]))`` for every item, in the order results arrive, from
     ``jobs`` forked processes that take the items in their order as they become free."""
     children: dict[int, tuple[int, int]] = {}  # result read end → (pid, task write end)
+    reap()  # the processes of an earlier run that had not yet exited
+    finished = False
     try:
         for _ in range(max(1, min(jobs, len(items)))):
             res_r, res_w = os.pipe()
@@ -60,15 +62,37 @@ def run(
             os.close(task_r)
             children[res_r] = (pid, task_w)
         yield from _collect(children, len(items))
+        finished = True
     finally:
         for r, (pid, task_w) in children.items():
             for fd in (r, task_w):
                 with contextlib.suppress(OSError):
                     os.close(fd)
-            with contextlib.suppress(OSError):  # already gone unless the parent leaves early
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
+            if finished:
+                # every result is in and the process is leaving: it is reaped later, not
+                # waited for — giving back a parse process's memory takes tens of ms, which
+                # the analysis can use
+                _UNREAPED.append(pid)
+            else:  # an error, or the caller stopped early: end the process now
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, 0)
+        reap()
+
+
+_UNREAPED: list[int] = []
+
+
+def reap(*, wait: bool = False) -> None:
+    """Collect the exit status of finished parse processes (all of them, with ``wait``)."""
+    for pid in list(_UNREAPED):
+        try:
+            done, _ = os.waitpid(pid, 0 if wait else os.WNOHANG)
+        except ChildProcessError:
+            done = pid
+        if done:
+            _UNREAPED.remove(pid)
 
 
 def _child(func: Callable[..., Any], items: Sequence[tuple[Any, ...]], task_r: int, w: int) -> None:

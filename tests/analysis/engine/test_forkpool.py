@@ -20,12 +20,34 @@ def _echo(i: int, size: int) -> tuple[int, bytes]:
     return i, bytes([i % 251]) * size  # some results bigger than a pipe's buffer
 
 
-def test_every_result_comes_back_once() -> None:
+def test_every_result_comes_back_once_and_every_process_is_reaped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    forked = _record_forks(monkeypatch)
     sizes = [5, 3_000_000, 0, 70_000, 1, 200_000, 65_536, 9]
     items = [(i, s) for i, s in enumerate(sizes)]
     got = list(forkpool.run(_echo, items, 3))
     assert sorted(i for i, _ in got) == list(range(len(sizes)))
     assert dict(got) == {i: _echo(i, s) for i, s in items}
+    forkpool.reap(wait=True)  # not waited for at the end of the run, but not forgotten
+    assert len(forked) == 3 and not forkpool._UNREAPED
+    for pid in forked:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def _record_forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    forked: list[int] = []
+    real_fork = os.fork
+
+    def fork() -> int:
+        pid = real_fork()
+        if pid:
+            forked.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", fork)
+    return forked
 
 
 def _slow_first(i: int) -> int:
@@ -69,16 +91,7 @@ def test_a_killed_process_is_an_error_that_says_how_many_files_were_lost() -> No
 
 
 def test_stopping_early_leaves_no_process_behind(monkeypatch: pytest.MonkeyPatch) -> None:
-    forked: list[int] = []
-    real_fork = os.fork
-
-    def fork() -> int:
-        pid = real_fork()
-        if pid:
-            forked.append(pid)
-        return pid
-
-    monkeypatch.setattr(os, "fork", fork)
+    forked = _record_forks(monkeypatch)
     items = [(i, 10) for i in range(40)]
     done = forkpool.run(_echo, items, 2)
     next(done)
