@@ -230,6 +230,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
             return EXIT_USAGE
     else:
         out.write(text)
+    forkpool.reap(wait=True)  # the parse processes exited long ago: no orphans left behind
     return EXIT_OK if doc["triage"]["shape"] == "none" else EXIT_FAILURE_FOUND
 
 
