@@ -224,7 +224,7 @@ def test_a_small_log_is_diagnosed_without_loading_numpy_or_pyarrow(tmp_path):
     assert "numpy._core" not in loaded and "pyarrow" not in loaded
     # nor the archive readers (a plain log is not expanded) nor a process pool (one file)
     assert not loaded & {"tarfile", "zipfile", "zstandard", "rankscope.archives"}
-    assert not loaded & {"multiprocessing", "concurrent.futures.process"}
+    assert not loaded & {"multiprocessing", "concurrent.futures.process", "selectors"}
     # a metrics export does need them, and gets them
     csv = tmp_path / "metrics.csv"
     csv.write_text("step,rank,step_time\n" + "".join(f"{s},0,1.0\n" for s in range(1, 30)))
