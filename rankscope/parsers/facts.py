@@ -313,25 +313,11 @@ def _step_line(text: str, *, backwards: bool) -> int | None:
     a line: what the last line of a rank's region says, as ``_fast`` takes it. Lines are found
     by their words ("step", "iteration"), not by running the step regex over the region (~40
     µs a KiB)."""
-    n = len(text)
-    pos = n if backwards else 0
-    while True:
-        if backwards:
-            at = max(text.rfind("step", 0, pos), text.rfind("iteration", 0, pos))
-        else:
-            a, b = text.find("step", pos), text.find("iteration", pos)
-            at = a if b < 0 else b if a < 0 else min(a, b)
-        if at < 0:
-            return None
-        start = text.rfind("\n", 0, at) + 1
-        end = text.find("\n", at)
-        end = n if end < 0 else end
+    for start, end in _word_lines(text, backwards=backwards):
         ms = _STEP.search(text, start, end)
         if ms:
             return int(ms.group("a") or ms.group("b"))
-        pos = start - 1 if backwards else end + 1
-        if pos <= 0 and backwards:
-            return None
+    return None
 
 
 # what ``str.splitlines`` breaks lines at
