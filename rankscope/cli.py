@@ -156,7 +156,9 @@ def diagnose(
     from .pipeline import analyze
 
     results = parse_paths(paths, jobs=jobs, scanner=scanner, meanwhile=prepare_analysis)
-    return analyze(results, options=options)
+    doc = analyze(results, options=options)
+    forkpool.reap(wait=True)  # the parse processes have exited during the analysis
+    return doc
 
 
 def triage(

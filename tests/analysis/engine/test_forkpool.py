@@ -130,3 +130,18 @@ def test_the_command_says_so_and_exits_2_when_a_parse_process_dies(
     assert cli.main(["triage", str(tmp_path), "--jobs", "2"]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert "got no result" in err and "Traceback" not in err
+
+
+def test_the_library_call_leaves_no_parse_process_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rankscope import cli
+
+    forked = _record_forks(monkeypatch)
+    for i in range(4):
+        (tmp_path / f"rank_{i}.log").write_text("[rank0]: step 1\n")
+    cli.diagnose([tmp_path], jobs=2)
+    assert len(forked) == 2
+    for pid in forked:
+        with pytest.raises(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
