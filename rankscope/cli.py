@@ -61,6 +61,11 @@ def prepare_analysis() -> None:
     from .analyzers import registered_analyzers
 
     registered_analyzers()
+    if "numpy._core" in sys.modules:  # (``numpy`` alone may be the lazy stand-in)
+        # numpy's first ``median`` imports ``numpy.ma`` (~10 ms); the analyzers take medians
+        # of the iteration metrics. Loaded here only when the parse has loaded numpy (a big
+        # log): a small triage does not pay for it
+        import numpy.ma  # noqa: F401
 
 
 def parse_paths(
@@ -237,6 +242,9 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # numpy's import starts OpenBLAS's thread pool, whose threads spin on the other core for
+    # a while (~40 ms of CPU here, during the parse): the command does no linear algebra
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     top = argparse.ArgumentParser(
         prog="rankscope",
         description="Find out why a distributed training job crashed, hung, slowed down or "
