@@ -12,17 +12,26 @@ import contextlib
 import os
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .patterns import PATTERN_SIG, PATTERNS
 from .signatures import Signature
+
+if TYPE_CHECKING:
+    from .parsers.newlines import NewlineCounter
 
 try:  # CPython's own SHA-256, as the standard library's ``random`` imports it: hashlib
     from _sha2 import sha256  # loads OpenSSL first (~2 ms of every run's start-up)
 except ImportError:  # another Python
     from hashlib import sha256
+
+#: what the prefilter scans at a time (line-aligned): a piece stays in the core's cache
+#: from its scan to the count of its newlines (``HyperscanScanner._scan``). Prefilter
+#: patterns match within one line (``tests``: no negated class takes a newline), so no
+#: match is lost at a piece's edge.
+PIECE = 128 << 10
 
 # (line start, line end, signatures that fired on the line — catalogue order, may be empty)
 Hit = tuple[int, int, tuple[Signature, ...]]
@@ -277,24 +286,22 @@ class HyperscanScanner:
         return self.line_hits_side(data)[0]
 
     def line_hits_budget(
-        self, data: bytes | memoryview, limit: int
+        self, data: bytes | memoryview, limit: int, newlines: NewlineCounter | None = None
     ) -> tuple[list[Hit], list[tuple[int, int]], list[tuple[int, int]] | None]:
         """One pass for the prefilter, the side patterns and the budgeted ones: the
         candidate lines, the side lines, and the budgeted lines — or None when there are
         more than ``limit`` of them (then the scan stops there and the chunk is scanned
         again without the budgeted patterns: a log made of iteration lines pays ``limit``
-        callbacks and a short second pass, not one callback per line)."""
+        callbacks and a short second pass, not one callback per line). ``newlines`` (the
+        chunk's counter) is fed each piece of the pass (``_scan``)."""
         if self._db_all is None:
-            return (*self.line_hits_side(data), None)
+            return (*self.line_hits_side(data, newlines), None)
         buf = data.obj if isinstance(data, memoryview) else data
-        ends: list[tuple[int, int]] = []
-        append, find, n = ends.append, buf.find, len(data)
-        n_side = self._n_side
+        n, find, n_side = len(data), buf.find, self._n_side
         count, line_end = 0, -1
 
-        def on_match(id_: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+        def stop(id_: int, end: int) -> bool:
             nonlocal count, line_end
-            append((end, id_))
             if id_ >= n_side and end > line_end:  # a budgeted pattern on a new line
                 line_end = find(b"\n", end, n)
                 if line_end < 0:
@@ -304,24 +311,70 @@ class HyperscanScanner:
             return False
 
         try:
-            self._db_all.scan(data, match_event_handler=on_match, scratch=_scratch(self._db_all))
+            return self._scan(self._db_all, data, newlines, stop)
         except _terminated():
-            return (*self.line_hits_side(data), None)
-        return self._lines(buf, n, ends)
+            if newlines is not None:
+                newlines.reset()
+            return (*self.line_hits_side(data, newlines), None)
 
-    def line_hits_side(self, data: bytes | memoryview) -> tuple[list[Hit], list[tuple[int, int]]]:
+    def line_hits_side(
+        self, data: bytes | memoryview, newlines: NewlineCounter | None = None
+    ) -> tuple[list[Hit], list[tuple[int, int]]]:
         """The prefilter's candidate lines and, from the same pass, the lines where one of
         the side literals (``side=``) occurs — ``(start, end)`` each, in file order."""
+        hits, side, _ = self._scan(self._db, data, newlines)
+        return hits, side
+
+    def _scan(
+        self,
+        db: Any,
+        data: bytes | memoryview,
+        newlines: NewlineCounter | None,
+        stop: Callable[[int, int], bool] | None = None,
+    ) -> tuple[list[Hit], list[tuple[int, int]], list[tuple[int, int]]]:
+        """Scan ``data`` (its buffer from offset 0) with ``db``, piece by piece: line-aligned
+        pieces of about ``PIECE`` bytes (no match crosses a line, so none crosses a piece).
+        Each piece's newlines are counted into ``newlines`` right after its scan, up to the
+        start of each line it matched, while the piece is still in the core's cache: over
+        a whole 6 MB log, the scan and then the count each went out to memory (and the
+        scan itself is faster on pieces that stay in the cache). ``stop(id, end)`` may end
+        the scan (``ScanTerminated``)."""
         buf = data.obj if isinstance(data, memoryview) else data  # find/rfind need the owner
+        view = data if isinstance(data, memoryview) else memoryview(data)
+        n = len(data)
+        scan, scratch, rfind, find = db.scan, _scratch(db), buf.rfind, buf.find
+        hits: list[Hit] = []
+        side: list[tuple[int, int]] = []
+        budget: list[tuple[int, int]] = []
         ends: list[tuple[int, int]] = []
         append = ends.append
+        base = 0
 
-        def on_match(id_: int, _start: int, end: int, _flags: int, _ctx: object) -> None:
-            append((end, id_))
+        def on_match(id_: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
+            append((base + end, id_))
+            return stop is not None and stop(id_, base + end)
 
-        self._db.scan(data, match_event_handler=on_match, scratch=_scratch(self._db))
-        hits, side, _ = self._lines(buf, len(data), ends)
-        return hits, side
+        while base < n:
+            cut = n if n - base <= PIECE else rfind(b"\n", base, base + PIECE) + 1
+            if cut <= base:  # a line longer than a piece: the piece ends with it
+                nl = find(b"\n", base + PIECE, n)
+                cut = n if nl < 0 else nl + 1
+            scan(view[base:cut], match_event_handler=on_match, scratch=scratch)
+            if ends:
+                h, si, bu = self._lines(buf, cut, ends)
+                hits += h
+                side += si
+                budget += bu
+                ends.clear()
+                if newlines is not None:
+                    starts = {st for st, _e, _s in h}
+                    starts.update(st for st, _e in si)
+                    starts.update(st for st, _e in bu)
+                    newlines.piece(base, cut, sorted(starts))
+            elif newlines is not None:
+                newlines.piece(base, cut, ())
+            base = cut
+        return hits, side, budget
 
     def _lines(
         self, buf: Any, n: int, ends: list[tuple[int, int]]

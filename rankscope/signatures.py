@@ -524,7 +524,7 @@ CATALOGUE: tuple[Signature, ...] = (
     S(
         "dataset-preprocessing",
         (
-            r"Running tokenizer on [^|]{0,80}: +[0-9]+%\|",
+            r"Running tokenizer on [^|\n]{0,80}: +[0-9]+%\|",
             r"Grouping texts in chunks of [0-9]+: +[0-9]+%\|",
         ),
         r"(?P<what>Running tokenizer on[^:|]*|Grouping texts in chunks of \d+)[^:|]*: +(?P<pct>\d+)%\|",
@@ -699,7 +699,7 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "hub-read-timeout",
-        (r"HTTPSConnectionPool\(host='[^']+', port=[0-9]+\): Read timed out",),
+        (r"HTTPSConnectionPool\(host='[^'\n]+', port=[0-9]+\): Read timed out",),
         r"HTTPSConnectionPool\(host='(?P<host>(?:[\w-]+\.)*(?:huggingface\.co|hf\.co|amazonaws\.com"
         r"|googleapis\.com|blob\.core\.windows\.net|modelscope\.cn))', port=\d+\): Read timed out"
         r"(?:\. \(read timeout=(?P<s>[\d.]+)\))?",
@@ -967,7 +967,7 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "slurm-batch-script-missing",
-        (r"execve\(\): [^ ]*slurm_script: No such file or directory",),
+        (r"execve\(\): [^ \n]*slurm_script: No such file or directory",),
         r"execve\(\): (?P<path>\S*slurm_script): No such file or directory",
         "slurmstepd could not start the job's batch script from the node's slurmd spool "
         "directory: the node's local storage or mount is broken, the job never ran.",
@@ -1243,7 +1243,7 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "nccl-socket-recv-timed-out",
-        (r"Call to (?:recv|send) (?:from|to) [^ ]+ failed : Connection timed out",),
+        (r"Call to (?:recv|send) (?:from|to) [^ \n]+ failed : Connection timed out",),
         r"(?:Net : |socket[A-Z]\w*: )Call to (?:recv|send) (?:from|to) (?P<peer>\S+) failed : (?P<why>Connection timed out)",
         "An established NCCL socket connection to a peer timed out (ETIMEDOUT): the path "
         "between the hosts dropped it (a process that dies has its connections reset or "
@@ -1332,7 +1332,7 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "nccl-socket-unreachable",
-        (r"Net : Connect to ", r"socketPollConnect: Connect to [^ ]+ returned [0-9]+\(No route"),
+        (r"Net : Connect to ", r"socketPollConnect: Connect to [^ \n]+ returned [0-9]+\(No route"),
         r"(?:Net : |socket[A-Z]\w*: )Connect to (?P<peer>\S+) (?:failed : |returned \d+\()(?P<why>No route to host|Network is unreachable)",
         "NCCL could not open a socket to a peer's address: no route to it (interface, routing, "
         "firewall or a NIC that is down).",
@@ -1491,7 +1491,7 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "checkpoint-shape-mismatch",
-        (r"size mismatch for [^ ]+: copying a param with shape",),
+        (r"size mismatch for [^ \n]+: copying a param with shape",),
         r"size mismatch for (?P<param>[^:]+): copying a param with shape (?P<ckpt>torch\.Size\(\[[^\]]*\]\))",
         "The checkpoint was saved for a different model configuration than the one loading it.",
         "SOFTWARE",
@@ -1645,7 +1645,7 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "srun-task-failed",
-        (r"srun: error: [^ ]+: task [0-9]+: ",),
+        (r"srun: error: [^ \n]+: task [0-9]+: ",),
         r"srun: error: (?P<host>[\w.-]+): task (?P<rank>\d+): (?P<how>Killed|Out Of Memory|Aborted"
         r"|Segmentation fault|Bus error|Exited with exit code \d+)",
         "srun reports that one task of the step ended (killed, out of memory, aborted or a "

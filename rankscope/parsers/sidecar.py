@@ -88,17 +88,11 @@ def _numbered(
     if not spans:
         return []
     starts = [start for start, _ in spans]
-    if len(spans) > 16 and starts == sorted(starts):
-        # many lines (a log made of iteration lines): one pass over the newlines before
-        # the last of them, then a binary search per line, not one count each
+    if starts == sorted(starts):
         before = newlines.before_each(starts)
-        return [(data[a:b], first_line + n + 1) for (a, b), n in zip(spans, before, strict=True)]
-    out, pos, line = [], 0, first_line
-    for start, end in spans:
-        line += newlines.count(pos, start)
-        pos = start
-        out.append((data[start:end], line + 1))
-    return out
+    else:
+        before = [newlines.before(s) for s in starts]
+    return [(data[a:b], first_line + n + 1) for (a, b), n in zip(spans, before, strict=True)]
 
 
 class TransportReader:
@@ -145,16 +139,21 @@ class SideReaders:
         first_line: int,
         banner_spans: list[tuple[int, int]] | None = None,
         iteration_spans: list[tuple[int, int]] | None = NOT_SCANNED,
+        newlines: NewlineCounter | None = None,
     ) -> None:
         """``data[:size]``: whole lines — the chunk, read in place (the caller's parse
         buffer: no copy); its first line is number ``first_line + 1``.
         ``banner_spans``: the banner literals' lines when the prefilter's pass found them
         (``banner_patterns`` in its database); else they are scanned for here.
         ``iteration_spans``: likewise the iteration lines (``iteration_patterns``), all of
-        them within ``iteration_limit``, or None when there were more."""
+        them within ``iteration_limit``, or None when there were more.
+        ``newlines``: the block's counter, which the prefilter's pass has fed (else one of
+        its own)."""
         # iteration lines can be every line: the budget picks which to read before any
         # per-line work (line numbers are counted only up to the picked ones)
-        newlines = NewlineCounter(data, size)
+        own = newlines is None
+        if newlines is None:
+            newlines = NewlineCounter(data, size)
         try:
             spans = self._iteration_spans(data, size, iteration_spans)
             self.iterations.take(_numbered(data, spans, first_line, newlines))
@@ -166,7 +165,8 @@ class SideReaders:
                 self.banners.take(text, ln)
                 self.transport.take(text, ln)
         finally:
-            newlines.release()  # the caller's buffer is written again after this
+            if own:
+                newlines.release()  # the caller's buffer is written again after this
 
     def _iteration_spans(
         self,

@@ -296,20 +296,25 @@ class TextLogParser:
                         )
                 if len(head) < HEAD:
                     head += view[: min(cut, HEAD - len(head))]
-                hits = _scan_chunk(scanner, sidecar, view, cut, line_no)
-                line_no = self._block(
-                    buf,
-                    view,
-                    cut,
-                    hits,
-                    line_no,
-                    offset,
-                    result,
-                    collector,
-                    summary,
-                    file_rank,
-                    file_host,
-                )
+                # newlines counted as the prefilter goes (its pieces), for every line number
+                newlines = NewlineCounter(buf, cut)
+                try:
+                    hits = _scan_chunk(scanner, sidecar, view, cut, line_no, newlines)
+                    line_no = self._block(
+                        buf,
+                        cut,
+                        hits,
+                        line_no,
+                        offset,
+                        newlines,
+                        result,
+                        collector,
+                        summary,
+                        file_rank,
+                        file_host,
+                    )
+                finally:
+                    newlines.release()  # release the export of buf before it is written again
                 if final and cut and buf[cut - 1 : cut] != b"\n":
                     line_no += 1
                 offset += cut
@@ -340,11 +345,11 @@ class TextLogParser:
     def _block(
         self,
         buf: bytearray,
-        view: memoryview,
         cut: int,
         hits: list[Any],
         line_no: int,
         offset: int,
+        newlines: NewlineCounter,
         result: ParseResult,
         collector: _Collector,
         summary: _Summary,
@@ -353,9 +358,6 @@ class TextLogParser:
     ) -> int:
         """Read the prefilter's ``hits`` in ``buf[:cut]`` (whole lines); return the line
         count after it."""
-        # newlines counted once, between consecutive points of interest (candidate lines and
-        # the sparse index marks)
-        newlines = NewlineCounter(buf, cut)
         marks = []
         for target in range(INDEX_STEP, cut, INDEX_STEP):
             nl = buf.find(b"\n", target, cut)
@@ -366,18 +368,10 @@ class TextLogParser:
             [(st, 1, en, sigs) for st, en, sigs in hits] + [(m, 0, 0, ()) for m in marks],
             key=lambda p: (p[0], p[1]),
         )
-        # every point's line number first (newlines counted between consecutive points:
-        # cheaper than listing every newline of a big block), then the lines read one after
-        # another, while what they need of the block is still in the caches
-        numbers = []
-        pos, ln = 0, line_no
-        count = newlines.count
-        for p in points:
-            ln += count(pos, p[0])
-            pos = p[0]
-            numbers.append(ln)
-        end = ln + count(pos, cut)
-        newlines.release()  # release the export of buf before it is written again
+        # every point's line number first (the candidate lines' were counted as the
+        # prefilter went), then the lines read one after another
+        numbers = [line_no + n for n in newlines.before_each([p[0] for p in points])]
+        end = line_no + newlines.total()
         skip_until = -1
         for (st, is_span, en, sigs), ln in zip(points, numbers, strict=True):
             if not is_span:
@@ -544,19 +538,25 @@ def _fill(
 
 
 def _scan_chunk(
-    scanner: Any, sidecar: SideReaders, view: memoryview, cut: int, line_no: int
+    scanner: Any,
+    sidecar: SideReaders,
+    view: memoryview,
+    cut: int,
+    line_no: int,
+    newlines: NewlineCounter,
 ) -> list[Any]:
     """The prefilter's hits in ``view[:cut]``; the same pass finds the banners, and the
-    iteration lines within their budget, for the side readers."""
+    iteration lines within their budget, for the side readers, and counts the newlines
+    before each line it finds (``newlines``)."""
     limit = sidecar.iteration_limit(cut) if getattr(scanner, "budgeted", ()) else None
     it_spans = NOT_SCANNED
     if limit is not None:
-        hits, banner_spans, it_spans = scanner.line_hits_budget(view[:cut], limit)
+        hits, banner_spans, it_spans = scanner.line_hits_budget(view[:cut], limit, newlines)
     elif getattr(scanner, "side", None):
-        hits, banner_spans = scanner.line_hits_side(view[:cut])
+        hits, banner_spans = scanner.line_hits_side(view[:cut], newlines)
     else:
         hits, banner_spans = scanner.line_hits(view[:cut]), None
-    sidecar.feed(view.obj, cut, line_no, banner_spans, it_spans)  # type: ignore[arg-type]
+    sidecar.feed(view.obj, cut, line_no, banner_spans, it_spans, newlines)  # type: ignore[arg-type]
     return hits
 
 

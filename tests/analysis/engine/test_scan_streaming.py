@@ -169,3 +169,66 @@ def test_a_file_written_just_now_or_small_is_read_not_mapped(
         r = _parse_file(p)
         assert r.error is None and r.events
     assert mapped == [False, False]
+
+
+def _log_across_pieces() -> tuple[bytes, list[int]]:
+    """Events straddling the prefilter's piece boundaries (``scan.PIECE``), on a piece's
+    first and last line, and one line longer than a piece holding an event at its end;
+    returns the bytes and the events' line numbers."""
+    from rankscope.scan import PIECE
+
+    parts: list[bytes] = []
+    lines: list[int] = []
+    size = n = 0
+    for boundary in (PIECE, 2 * PIECE, 3 * PIECE + 1):
+        k = (boundary - size - len(OOM) // 2) // len(NOISE)
+        parts.append(NOISE * k)
+        size, n = size + k * len(NOISE), n + k
+        parts.append(OOM)
+        size, n = size + len(OOM), n + 1
+        lines.append(n)
+    long_line = (
+        b"[rank3]: " + b"x" * (PIECE + 999) + b" torch.OutOfMemoryError: CUDA out of memory.\n"
+    )
+    parts += [NOISE * 7, long_line, WATCHDOG, NOISE * 3000]
+    lines += [n + 8, n + 9]
+    return b"".join(parts), lines
+
+
+@pytest.mark.parametrize("how", ["read", "mapped"])
+def test_events_across_the_prefilters_pieces_keep_their_lines(tmp_path: Path, how: str) -> None:
+    # the prefilter scans a block in pieces and counts each piece's newlines as it goes:
+    # every event found, on its own line, and the sparse index right
+    data, want = _log_across_pieces()
+    path = tmp_path / "node-1.log"
+    path.write_bytes(data)
+    if how == "mapped":
+        _settled(path)
+    before = get_scanner().name
+    set_scanner("hyperscan")
+    try:
+        r = _parse_file(path)
+    finally:
+        set_scanner(before)
+    assert r.facts["scanner"] == "hyperscan"
+    assert r.lines == data.count(b"\n")  # the last line ends with one
+    assert [e.line for e in r.events] == want
+    assert [e.kind for e in r.events] == ["cuda_oom"] * 4 + ["watchdog_timeout"]
+    for line_no, off in r.line_index:
+        assert data.count(b"\n", 0, off) == line_no - 1
+
+
+def test_prefilter_patterns_match_within_one_line() -> None:
+    # the prefilter scans line-aligned pieces and reports the line a match ends on: a
+    # pattern that could take a newline (a negated class without \n, \s, \W, \D) could match
+    # across lines — found or not depending on where a piece ends
+    import re
+
+    from rankscope.parsers.sidecar import banner_patterns, iteration_patterns
+    from rankscope.patterns import PATTERNS
+
+    negated = re.compile(r"(?<!\\)\[\^((?:\\.|[^\]])*)\]")
+    for p in [*PATTERNS, *banner_patterns(), *iteration_patterns()]:
+        for m in negated.finditer(p):
+            assert "\\n" in m.group(1), f"{p!r}: {m.group(0)} takes a newline"
+        assert not re.search(r"(?<!\\)\\[sWD]", p), f"{p!r} may take a newline"
