@@ -15,6 +15,7 @@ divergence) was found, 2 bad usage, no readable input, or a parse process that d
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import itertools
 import json
@@ -209,6 +210,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     if missing:
         return EXIT_USAGE
     opts = Options(straggler_score=args.straggler_score)
+    # A one-shot process: what it has loaded, then what it has parsed, stays until it exits.
+    # Frozen, the cyclic collector no longer walks it at each full collection (~20-30 ms of
+    # the analysis of 1,024 files), nor writes to the pages the parse processes share.
+    gc.freeze()
     try:
         results = parse_paths(
             args.paths, jobs=args.jobs, scanner=args.scanner, meanwhile=prepare_analysis
@@ -216,6 +221,7 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
     except forkpool.WorkerFailed as exc:  # a parse process killed (out of memory?) or broken
         print(f"rankscope triage: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    gc.freeze()
     if not results:
         print("rankscope triage: no files under the given paths", file=sys.stderr)
         return EXIT_USAGE
