@@ -146,6 +146,25 @@ PATTERN_SIG: tuple[Signature | None, ...] = (None,) * len(STRUCTURAL) + tuple(
 )
 
 
+# Hyperscan keys each pattern on literals it takes from it, and its literal matcher (FDR)
+# keys a literal on its last bytes: it stops at every place the text ends the way one of them
+# ends, to confirm. A pattern whose literal ends in a common word ("allocate", in the
+# "allocated" of every per-step memory report) or has no long literal at all (" in ", ": "
+# after a run of spaces) pays that at every routine line: measured, these few cost a third of
+# the whole pass over a training log. Hyperscan is given a trigger instead — a part of the
+# pattern that ends in a rare word, so that every match of the pattern contains a match of
+# the trigger on the same line — and the scanner checks the pattern itself (``re``) on the
+# rare lines where the trigger fires: the same candidates. Python ``re`` and ripgrep read the
+# patterns as they are.
+HYPERSCAN_TRIGGERS: dict[str, str] = {
+    r"Ran out of memory trying to allocate": r"Ran out of memory trying to",
+    r"_bfc\) ran out of memory trying to allocate": r"_bfc\) ran out of memory trying to",
+    r"#[0-9]+ +0x[0-9a-f]+ in [A-Za-z_][A-Za-z0-9_@.]* \(": r"#[0-9]+ +0x",
+    r"INFO \S+\.(?:cc|cu|h|c):[0-9]+ -> [1-9]": r":[0-9]+ -> [1-9]",
+    r"(?:time|host|rank) {6}: ": r"(?:time|host|rank) {6}",
+}
+
+
 def write_pattern_file(path: str | Path) -> Path:
     """One pattern per line, for ``rg -f`` (the benchmark's fair comparison)."""
     p = Path(path)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .patterns import PATTERN_SIG, PATTERNS
+from .patterns import HYPERSCAN_TRIGGERS, PATTERN_SIG, PATTERNS
 from .signatures import Signature
 
 if TYPE_CHECKING:
@@ -191,8 +191,14 @@ class HyperscanScanner:
         # ``line_hits_side`` tells their lines apart, ``line_hits`` leaves them out.
         # ``budgeted`` patterns (iteration lines) are in a second database with all the
         # others, used by ``line_hits_budget``
-        self._db = _hyperscan_db([*patterns, *side])
-        self._db_all = _hyperscan_db([*patterns, *side, *budgeted]) if budgeted else None
+        # a pattern with a trigger (``HYPERSCAN_TRIGGERS``) is compiled as the trigger and
+        # checked as itself on the lines the trigger hits (``_lines``)
+        compiled = [HYPERSCAN_TRIGGERS.get(p, p) for p in patterns]
+        self._confirm: dict[int, re.Pattern[bytes]] = {
+            i: re.compile(p.encode()) for i, p in enumerate(patterns) if p in HYPERSCAN_TRIGGERS
+        }
+        self._db = _hyperscan_db([*compiled, *side])
+        self._db_all = _hyperscan_db([*compiled, *side, *budgeted]) if budgeted else None
         self._n_main = len(patterns)
         self._n_side = len(patterns) + len(side)
         self.side = tuple(side)
@@ -207,6 +213,7 @@ class HyperscanScanner:
         """The candidate lines of ``data[:size]``, the scan stopped as soon as ``limit + 1``
         were found (a log made of candidate lines costs ``limit`` callbacks, not one per
         line); the flag tells whether the list is complete (at most ``limit`` lines)."""
+        assert not self._confirm, "the side readers' literals have no triggers"
         spans: list[tuple[int, int]] = []
         n = len(data) if size is None else size
         append, find, rfind = spans.append, data.find, data.rfind
@@ -232,6 +239,7 @@ class HyperscanScanner:
     def first_line(self, data: bytes, lo: int, hi: int) -> tuple[int, int] | None:
         """The first candidate line of ``data[lo:hi]`` (``lo`` and ``hi`` at line starts);
         the scan stops at the first match."""
+        assert not self._confirm, "the side readers' literals have no triggers"
         got: list[int] = []
 
         def on_match(_id: int, _start: int, end: int, _flags: int, _ctx: object) -> bool:
@@ -257,6 +265,7 @@ class HyperscanScanner:
         segment's first line: that line alone is scanned, to its end (no stop, hence no
         ``ScanTerminated`` raised and caught: ~2 µs less a segment); a segment whose first
         line has no match is scanned as ``first_line`` does."""
+        assert not self._confirm, "the side readers' literals have no triggers"
         view = memoryview(data)
         scan, scratch, find = self._db.scan, _scratch(self._db), data.find
         hit = False
@@ -386,7 +395,7 @@ class HyperscanScanner:
         if not ends:
             return hits, side, budget
         ends.sort()
-        n_main, n_side = self._n_main, self._n_side
+        n_main, n_side, confirm = self._n_main, self._n_side, self._confirm
         last_end = -1
         start = 0
         ids: list[int] = []
@@ -407,7 +416,7 @@ class HyperscanScanner:
                 in_budget = True
             elif i >= n_main:
                 in_side = True
-            else:
+            elif i not in confirm or confirm[i].search(buf, start, last_end):
                 main = True
                 if i >= _N_STRUCT:
                     ids.append(i)  # a signature's pattern
