@@ -116,7 +116,6 @@ STRUCTURAL: tuple[str, ...] = (
     r"Read timed out",
     # checkpoints, LR/batch-size changes, evaluation, restarts (correlation precursors;
     # rare lines only: never the per-iteration "learning rate:" field)
-    r"aving checkpoint at iteration",
     r"aving checkpoint",  # a save begun: "Saving checkpoint …", "saving checkpoint..."
     r"aving latest checkpoint",
     r"uccessfully saved checkpoint",
@@ -149,9 +148,10 @@ PATTERN_SIG: tuple[Signature | None, ...] = (None,) * len(STRUCTURAL) + tuple(
 # Hyperscan keys each pattern on literals it takes from it, and its literal matcher (FDR)
 # keys a literal on its last bytes: it stops at every place the text ends the way one of them
 # ends, to confirm. A pattern whose literal ends in a common word ("allocate", in the
-# "allocated" of every per-step memory report) or has no long literal at all (" in ", ": "
-# after a run of spaces) pays that at every routine line: measured, these few cost a third of
-# the whole pass over a training log. Hyperscan is given a trigger instead — a part of the
+# "allocated" of every per-step memory report; "iteration", three times in every Megatron
+# iteration line) or has no long literal at all (" in ", ": " after a run of spaces) pays
+# that at every routine line: measured, these few cost a quarter of the whole pass over a
+# training log. Hyperscan is given a trigger instead — a part of the
 # pattern that ends in a rare word, so that every match of the pattern contains a match of
 # the trigger on the same line — and the scanner checks the pattern itself (``re``) on the
 # rare lines where the trigger fires: the same candidates. Python ``re`` and ripgrep read the
@@ -162,6 +162,11 @@ HYPERSCAN_TRIGGERS: dict[str, str] = {
     r"#[0-9]+ +0x[0-9a-f]+ in [A-Za-z_][A-Za-z0-9_@.]* \(": r"#[0-9]+ +0x",
     r"INFO \S+\.(?:cc|cu|h|c):[0-9]+ -> [1-9]": r":[0-9]+ -> [1-9]",
     r"(?:time|host|rank) {6}: ": r"(?:time|host|rank) {6}",
+    r"traceback : Signal [0-9]+ \(SIG": r"traceback : Signal",
+    r"validation loss at iteration": r"validation loss at",
+    r"Expected to have finished reduction in the prior iteration": (
+        r"Expected to have finished reduction in the prior"
+    ),
 }
 
 

@@ -26,6 +26,10 @@ NEAR_MISSES = (
     b"gpu-q-1:82123:82182 [0] NCCL INFO bootstrap.cu:259 -> 2",
     b"  rank      x 3",
     b"  rank      : 3 (local_rank: 3)",
+    b"  traceback : Signal handlers installed",
+    b"  traceback : Signal 6 (SIGABRT) received by PID 4242",
+    b"validation loss at step 100 | lm loss 2.1",
+    b" validation loss at iteration 100 | lm loss value: 2.1",
 )
 
 
