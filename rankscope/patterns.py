@@ -151,11 +151,10 @@ PATTERN_SIG: tuple[Signature | None, ...] = (None,) * len(STRUCTURAL) + tuple(
 # "allocated" of every per-step memory report; "iteration", three times in every Megatron
 # iteration line) or has no long literal at all (" in ", ": " after a run of spaces) pays
 # that at every routine line: measured, these few cost a quarter of the whole pass over a
-# training log. Hyperscan is given a trigger instead — a part of the
-# pattern that ends in a rare word, so that every match of the pattern contains a match of
-# the trigger on the same line — and the scanner checks the pattern itself (``re``) on the
-# rare lines where the trigger fires: the same candidates. Python ``re`` and ripgrep read the
-# patterns as they are.
+# training log. Hyperscan is given a trigger instead: a part of the pattern that ends in a
+# rarer word, such that every match of the pattern contains a match of the trigger on the
+# same line. The scanner checks the pattern itself (``re``) on the few lines where the
+# trigger fires: the same candidates. Python ``re`` and ripgrep read the patterns as they are.
 HYPERSCAN_TRIGGERS: dict[str, str] = {
     r"Ran out of memory trying to allocate": r"Ran out of memory trying to",
     r"_bfc\) ran out of memory trying to allocate": r"_bfc\) ran out of memory trying to",
