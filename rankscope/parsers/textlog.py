@@ -580,12 +580,12 @@ def _read_head_tail(
     head: bytes, tail: bytes, size: int, result: ParseResult, file_rank: int | None
 ) -> None:
     """Facts of the file's first and last lines (``facts.read_region``)."""
-    read_region(head.decode("utf-8", errors="replace"), result, file_rank, where="head")
+    read_region(head, result, file_rank, where="head")
     if size > HEAD:
         # the part of the tail not already read as head; drop its first partial line
         t = tail[-(size - HEAD) :] if size - HEAD < len(tail) else tail
         nl = t.find(b"\n")
-        read_region(t[nl + 1 :].decode("utf-8", errors="replace"), result, file_rank, where="tail")
+        read_region(t[nl + 1 :], result, file_rank, where="tail")
 
 
 # --- one candidate line, step by step ---------------------------------------------------
