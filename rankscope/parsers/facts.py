@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from operator import itemgetter
 from typing import Any
 
 from .._lazy import lazy_compile
@@ -164,9 +163,8 @@ def _nccl_inits(text: str, result: ParseResult) -> None:
 _RANK_LINE = lazy_compile(
     r"\[rank(?P<r>\d+)\]:\s?(?:\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?))?"
 )
-# _RANK_LINE's matches as (rank digits, the glog stamp or ""): the same spans
-_RANK_STAMP = lazy_compile(r"\[rank(\d+)\]:\s?(\[?[IWEF]\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?)?")
-_STAMP = lazy_compile(r"\[?[IWEF](?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?)")
+# the digits of each of _RANK_LINE's matches (a match is a prefix, and what follows it)
+_RANK_DIGITS = lazy_compile(r"\[rank(\d+)\]:")
 _RANK_NCCL_HOST = lazy_compile(
     r"\[rank(?P<r>\d+)\]:\s?(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "
 )
@@ -201,48 +199,50 @@ def _step(result: ParseResult, ri: RankInfo, line: str) -> None:
             result.facts["first_step"] = step
 
 
-def _iso_of_stamp(stamp: str) -> str:
-    m = _STAMP.fullmatch(stamp)
-    assert m is not None
-    return _iso_from_glog(m.group("md"), m.group("t"))
+def _stamped_prefix(text: str, spellings: list[str], *, backwards: bool) -> re.Match[str] | None:
+    """The first (or last) ``[rankN]:`` prefix of one rank, in any of its spellings, that a
+    glog stamp follows (``_RANK_LINE``'s match, with its groups). Prefixes never overlap, so
+    each occurrence of one is where ``_RANK_LINE.finditer`` would match."""
+    best: re.Match[str] | None = None
+    for digits in spellings:
+        prefix = f"[rank{digits}]:"
+        at = text.rfind(prefix) if backwards else text.find(prefix)
+        while at >= 0:
+            m = _RANK_LINE.match(text, at)
+            if m is not None and m.group("md"):
+                if best is None or (at > best.start() if backwards else at < best.start()):
+                    best = m
+                break
+            at = text.rfind(prefix, 0, at) if backwards else text.find(prefix, at + 1)
+    return best
 
 
 def _fast(text: str, found: frozenset[str], result: ParseResult, where: str) -> None:
     """Facts of a region whose lines carry ``[rankN]:`` (one node's ranks interleaved): each
     rank's first stamped line (head), last stamped line, last line naming a step, the
     region's first line naming a step, and NCCL's host per rank. One C-level pass lists the
-    prefixes with their stamps, and C-level dict builds keep each prefix's first and last
-    stamp (no Python step per line); the step lines are found from their words ("step",
-    "iteration"), from the back until each rank has its last (and from the front for the
-    region's first), so only those lines are read in Python — not every line."""
-    # per "[rankN]:" prefix: (digits, glog stamp or ""), in order
-    occ = _RANK_STAMP.findall(text)
-    if not occ:
-        return
+    prefixes' ranks; each rank's first and last stamp are looked for from its first and
+    its last prefix (a string search for the prefix, then the stamp regex on it), and the
+    step lines from their words ("step", "iteration"), from the back until each rank has
+    its last (and from the front for the region's first), so only those lines are read in
+    Python — not every line."""
     # each spelling of a rank's digits, in the order of its first prefix
-    rank_of = {digits: int(digits) for digits in dict(occ)}
+    rank_of = {digits: int(digits) for digits in dict.fromkeys(_RANK_DIGITS.findall(text))}
+    if not rank_of:
+        return
     head = where == "head"
-    # each rank's first and last stamp
-    first: dict[int, str] = {}
-    last: dict[int, str] = {}
-    if len(set(rank_of.values())) == len(rank_of):
-        stamped = itemgetter(1)
-        # dict() of the stamped pairs keeps each spelling's last (of the pairs reversed: its
-        # first)
-        last = {rank_of[d]: s for d, s in dict(filter(stamped, occ)).items()}
-        if head:
-            first = {rank_of[d]: s for d, s in dict(filter(stamped, reversed(occ))).items()}
-    else:  # "[rank03]:" and "[rank3]:" are the same rank: pair by pair
-        for digits, s in occ:
-            if s:
-                first.setdefault(rank_of[digits], s)
-                last[rank_of[digits]] = s
-    infos = {r: _rank_info(result, r) for r in dict.fromkeys(rank_of.values())}
+    spellings: dict[int, list[str]] = {}  # "[rank03]:" and "[rank3]:" are the same rank
+    for digits, rank in rank_of.items():
+        spellings.setdefault(rank, []).append(digits)
+    infos = {r: _rank_info(result, r) for r in spellings}
     for rank, ri in infos.items():
-        if head and ri.first_time is None and rank in first:
-            ri.first_time = _iso_of_stamp(first[rank])
-        if rank in last:
-            ri.last_time = _iso_of_stamp(last[rank])
+        if head and ri.first_time is None:
+            m = _stamped_prefix(text, spellings[rank], backwards=False)
+            if m is not None:
+                ri.first_time = _iso_from_glog(m.group("md"), m.group("t"))
+        m = _stamped_prefix(text, spellings[rank], backwards=True)
+        if m is not None:
+            ri.last_time = _iso_from_glog(m.group("md"), m.group("t"))
     words = tuple(w for w in _STEP_WORDS if w in found)
     # the step regex only on the lines that matter: each rank's last, the region's first
     pending = set(infos)
