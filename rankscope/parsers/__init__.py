@@ -7,6 +7,9 @@ A parser declares itself in its own module, in one place::
         kinds = ("my_kind",)               # artifact kinds it reads
         recognizers = (                    # how each kind is told from name + first bytes
             Recognizer("my_kind", 45, lambda h: h.first_line.startswith("gpu,switch")),
+            # a test that looks for literals in the head asks h.has(…) and declares them:
+            # every recogniser's are found in one pass over the head
+            Recognizer("my_log", 46, lambda h: h.has("MYTOOL v"), literals=("MYTOOL v",)),
         )
 
         def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
@@ -31,7 +34,7 @@ import io
 from collections.abc import Callable
 from typing import BinaryIO, Protocol
 
-from ..detect import BINARY, Recognizer, classify_artifact
+from ..detect import BINARY, Recognizer, classify_artifact, literal_set
 from ..model import ParseResult
 from ..plugins import load_plugins
 
@@ -172,5 +175,14 @@ def parse_artifact(
     return result
 
 
+_built_in = False
+
+
 def _load_builtin() -> None:
-    load_plugins(__name__)
+    global _built_in
+    if not _built_in:
+        load_plugins(__name__)
+        _built_in = True
+        # the recognisers' literals made into their set now, so that a parse pool compiles
+        # it before it forks (``scan.prepare_literal_sets``), as it does the prefilter
+        literal_set(tuple(_RECOGNIZERS))

@@ -108,7 +108,8 @@ def _is_aistore(h: Head) -> bool:
     return (
         h.base.startswith(("aistarget", "aisproxy", "ais-target", "ais-proxy"))
         or ".ais-target-" in h.base
-        or bool(_AIS_HEADER.match(h.text))
+        # the header's words first: most files are not AIS logs, and have neither
+        or ((h.has("Started up at ") or h.has("Rotated at ")) and bool(_AIS_HEADER.match(h.text)))
     )
 
 
@@ -292,7 +293,7 @@ def _iso(d: datetime | None) -> str | None:
 class AIStoreParser:
     name = "aistore"
     kinds = ("aistore",)
-    recognizers = (Recognizer("aistore", 60, _is_aistore),)
+    recognizers = (Recognizer("aistore", 60, _is_aistore, ("Started up at ", "Rotated at ")),)
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         scan = _Scan(result)

@@ -24,17 +24,25 @@ _FRAMEWORK_HINTS = [
     ("lightning", ("lightning", "Lightning", "Trainer.fit")),
     ("pytorch", ("torch.distributed", "torchrun", "ProcessGroupNCCL")),
 ]
+# (how, regex, the literals one of which every match contains)
 _WORLD = [
-    ("WORLD_SIZE", lazy_compile(r"WORLD_SIZE[=: ]+(\d+)")),
-    ("world size", lazy_compile(r"orld[ _][Ss]ize[\"']?[=:]? *(\d+)")),
+    ("WORLD_SIZE", lazy_compile(r"WORLD_SIZE[=: ]+(\d+)"), ("WORLD_SIZE",)),
+    (
+        "world size",
+        lazy_compile(r"orld[ _][Ss]ize[\"']?[=:]? *(\d+)"),
+        ("orld size", "orld Size", "orld_size", "orld_Size"),
+    ),
     # No leading \b: it makes the engine try every position (25x slower); a match glued
     # to a longer word is dropped in _word_start_matches instead.
-    ("NCCL nranks", lazy_compile(r"n[Rr]anks (\d+)")),
-    ("Lightning MEMBER", lazy_compile(r"MEMBER: \d+/(\d+)")),
+    ("NCCL nranks", lazy_compile(r"n[Rr]anks (\d+)"), ("nranks ", "nRanks ")),
+    ("Lightning MEMBER", lazy_compile(r"MEMBER: \d+/(\d+)"), ("MEMBER: ",)),
 ]
 _NNODES = lazy_compile(r"n(?:nodes[=: ]+|Nodes )(\d+)")
+_NNODES_LITERALS = ("nnodes", "nNodes ")
 _NCCL_INIT = lazy_compile(r"NCCL INFO comm 0x[0-9a-f]+ rank (?P<r>\d+) n[Rr]anks (?P<n>\d+)")
-_NCCL_INIT_HOST = lazy_compile(r"(?P<host>[A-Za-z0-9][\w.-]*):\d+:\d+ \[\d+\] $")
+# runs taken whole (*+, ++): what follows each run is not in it, so giving some back never
+# helps a match, and the engine no longer tries it at every position of every word
+_NCCL_INIT_HOST = lazy_compile(r"(?P<host>[A-Za-z0-9][\w.-]*+):\d++:\d++ \[\d++\] $")
 _NCCL_HOST = lazy_compile(r"(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL ")
 _RESUME = lazy_compile(
     r"esum(?:ing|ed) (?:training )?from (?:the )?checkpoint|oading checkpoint from|"
@@ -49,7 +57,10 @@ _STEP = lazy_compile(
     r"|(?:global_step(?<!\wglobal_step)|global step(?<!\wglobal step)|step(?<!\wstep))"
     r"[=: ]+(?P<b>\d+)\b"
 )
-_YEAR = lazy_compile(r"(20\d\d)-\d\d-\d\d[ T_]\d\d:\d\d")
+# "(20\d\d)-\d\d-\d\d[ T_]\d\d:\d\d" from its first dash, the year checked behind it: the same
+# first match (its dash is the first such dash), but the engine looks for a dash rather
+# than for "20", which numbers and times are full of
+_YEAR = lazy_compile(r"-\d\d-\d\d[ T_]\d\d:\d\d(?<=(20\d\d)-\d\d-\d\d[ T_]\d\d:\d\d)")
 
 
 def _word_start_matches(text: str, rx: re.Pattern[str]) -> list[int]:
@@ -61,26 +72,55 @@ def _word_start_matches(text: str, rx: re.Pattern[str]) -> list[int]:
     ]
 
 
-_FRAMEWORK_LITERALS = LiteralSet([lit for _, lits in _FRAMEWORK_HINTS for lit in lits])
+# what lets a line of a region without "[rankN]:" name a rank of its own: an MPI tag
+# ("[1,3]<stderr>:") or a Ray/vLLM worker tag ("(… rank=3 pid=…)")
+_OWN_RANK_HINTS = ("]<std", " pid=")
+# what a line must contain to name a rank's host in NCCL's words (_RANK_NCCL_HOST)
+_NCCL_WORD = "] NCCL "
+_STEP_WORDS = ("step", "iteration")
+# every literal some fact of a region needs (a regex's match contains one of its literals;
+# a region without them skips that regex): one pass over the region's bytes tells which
+# occur, rather than a regex or an ``in`` test over the whole region for each
+_REGION_LITERALS = LiteralSet(
+    list(
+        dict.fromkeys(
+            [
+                *(lit for _, lits in _FRAMEWORK_HINTS for lit in lits),
+                *(lit for _, _, lits in _WORLD for lit in lits),
+                *_NNODES_LITERALS,
+                "checkpoint",
+                "NCCL INFO comm 0x",
+                "[rank",
+                _NCCL_WORD,
+                *_STEP_WORDS,
+                *_OWN_RANK_HINTS,
+            ]
+        )
+    )
+)
 
 
-def detect_framework(text: str) -> str | None:
-    found = _FRAMEWORK_LITERALS.present(text)  # one pass, not one per literal
+def detect_framework(found: frozenset[str]) -> str | None:
+    """The framework the first hint found names (``found``: the region's literals)."""
     for name, literals in _FRAMEWORK_HINTS:
         if any(lit in found for lit in literals):
             return name
     return None
 
 
-def read_region(text: str, result: ParseResult, file_rank: int | None, *, where: str) -> None:
-    """Update ``result`` from one decoded region (``where`` is "head" or "tail")."""
+def read_region(data: bytes, result: ParseResult, file_rank: int | None, *, where: str) -> None:
+    """Update ``result`` from one region of the file's bytes (``where`` is "head" or "tail")."""
+    text = data.decode("utf-8", errors="replace")
+    found = _REGION_LITERALS.present(data)  # which literals occur, in one pass
     facts: dict[str, Any] = result.facts
     if where == "head":
-        fw = detect_framework(text)
+        fw = detect_framework(found)
         if fw and "framework" not in facts:
             facts["framework"] = fw
         ws: list[list[Any]] = facts.setdefault("world_size_claims", [])
-        for how, rx in _WORLD:
+        for how, rx, literals in _WORLD:
+            if not any(lit in found for lit in literals):
+                continue
             vals = (
                 _word_start_matches(text, rx)
                 if how == "NCCL nranks"
@@ -88,16 +128,25 @@ def read_region(text: str, result: ParseResult, file_rank: int | None, *, where:
             )
             if vals:
                 ws.append([max(vals), how])
-        nn = [int(a) for a in _NNODES.findall(text)]
-        if nn:
-            facts["nnodes"] = max(nn)
+        if any(lit in found for lit in _NNODES_LITERALS):
+            nn = [int(a) for a in _NNODES.findall(text)]
+            if nn:
+                facts["nnodes"] = max(nn)
         # Every wording of a resume names the checkpoint: skip the regex when none does.
-        m = _RESUME.search(text) if "checkpoint" in text else None
+        m = _RESUME.search(text) if "checkpoint" in found else None
         if m:
             facts["resumed_from_checkpoint"] = True
     m = _YEAR.search(text) if "year" not in facts else None  # the tail's, when the head had none
     if m:
         facts["year"] = int(m.group(1))
+    if "NCCL INFO comm 0x" in found:
+        _nccl_inits(text, result)
+    _per_line(text, found, result, file_rank, where)
+
+
+def _nccl_inits(text: str, result: ParseResult) -> None:
+    """The hosts of NCCL's communicator inits, with the (rank, nranks) each reports."""
+    facts = result.facts
     for m in _NCCL_INIT.finditer(text):
         ls = text.rfind("\n", 0, m.start()) + 1
         mh = _NCCL_INIT_HOST.search(text, max(ls, m.start() - 120), m.start())
@@ -111,24 +160,27 @@ def read_region(text: str, result: ParseResult, file_rank: int | None, *, where:
         pair = [int(m.group("r")), int(m.group("n"))]
         if pair not in inits[host] and len(inits[host]) < 64:
             inits[host].append(pair)
-    _per_line(text, result, file_rank, where)
 
 
 _RANK_LINE = lazy_compile(
     r"\[rank(?P<r>\d+)\]:\s?(?:\[?(?P<l>[IWEF])(?P<md>\d{3,4}) (?P<t>\d\d:\d\d:\d\d(?:\.\d+)?))?"
 )
+# the digits of each of _RANK_LINE's matches (a match is a prefix, and what follows it)
+_RANK_DIGITS = lazy_compile(r"\[rank(\d+)\]:")
 _RANK_NCCL_HOST = lazy_compile(
     r"\[rank(?P<r>\d+)\]:\s?(?P<host>[A-Za-z][\w.-]*):\d+:\d+ \[\d+\] NCCL "
 )
 
 
-def _per_line(text: str, result: ParseResult, file_rank: int | None, where: str) -> None:
+def _per_line(
+    text: str, found: frozenset[str], result: ParseResult, file_rank: int | None, where: str
+) -> None:
     """First/last time, last step and host per rank. One C-level regex pass when lines carry
     ``[rankN]:``; otherwise (per-rank files, ``srun -l``) the slower full envelope peel."""
-    if "[rank" in text:
-        _fast(text, result, where)
+    if "[rank" in found:
+        _fast(text, found, result, where)
     else:
-        _slow(text, result, file_rank, where)
+        _slow(text, found, result, file_rank, where)
 
 
 def _rank_info(result: ParseResult, rank: int) -> RankInfo:
@@ -149,37 +201,54 @@ def _step(result: ParseResult, ri: RankInfo, line: str) -> None:
             result.facts["first_step"] = step
 
 
-def _fast(text: str, result: ParseResult, where: str) -> None:
+def _stamped_prefix(text: str, spellings: list[str], *, backwards: bool) -> re.Match[str] | None:
+    """The first (or last) ``[rankN]:`` prefix of one rank, in any of its spellings, that a
+    glog stamp follows (``_RANK_LINE``'s match, with its groups). Prefixes never overlap, so
+    each occurrence of one is where ``_RANK_LINE.finditer`` would match."""
+    best: re.Match[str] | None = None
+    for digits in spellings:
+        prefix = f"[rank{digits}]:"
+        at = text.rfind(prefix) if backwards else text.find(prefix)
+        while at >= 0:
+            m = _RANK_LINE.match(text, at)
+            if m is not None and m.group("md"):
+                if best is None or (at > best.start() if backwards else at < best.start()):
+                    best = m
+                break
+            at = text.rfind(prefix, 0, at) if backwards else text.find(prefix, at + 1)
+    return best
+
+
+def _fast(text: str, found: frozenset[str], result: ParseResult, where: str) -> None:
     """Facts of a region whose lines carry ``[rankN]:`` (one node's ranks interleaved): each
     rank's first stamped line (head), last stamped line, last line naming a step, the
     region's first line naming a step, and NCCL's host per rank. One C-level pass lists the
-    prefixes with their stamps; the step lines are found from their words ("step",
-    "iteration"), from the back until each rank has its last (and from the front for the
-    region's first), so only those lines are read in Python — not every line."""
-    # per "[rankN]:" prefix: (digits, level, month-day, time), in order
-    occ = _RANK_LINE.findall(text)
-    if not occ:
+    prefixes' ranks; each rank's first and last stamp are looked for from its first and
+    its last prefix (a string search for the prefix, then the stamp regex on it), and the
+    step lines from their words ("step", "iteration"), from the back until each rank has
+    its last (and from the front for the region's first), so only those lines are read in
+    Python — not every line."""
+    # each spelling of a rank's digits, in the order of its first prefix
+    rank_of = {digits: int(digits) for digits in dict.fromkeys(_RANK_DIGITS.findall(text))}
+    if not rank_of:
         return
-    rank_of: dict[str, int] = {}
-    first: dict[int, tuple[str, str]] = {}
-    last: dict[int, tuple[str, str]] = {}
-    for digits, _level, md, t in occ:
-        rank = rank_of.get(digits)
-        if rank is None:  # "[rank03]:" and "[rank3]:" are the same rank
-            rank = rank_of[digits] = int(digits)
-        if md:
-            if rank not in first:
-                first[rank] = (md, t)
-            last[rank] = (md, t)
-    infos = {r: _rank_info(result, r) for r in dict.fromkeys(rank_of.values())}
+    head = where == "head"
+    spellings: dict[int, list[str]] = {}  # "[rank03]:" and "[rank3]:" are the same rank
+    for digits, rank in rank_of.items():
+        spellings.setdefault(rank, []).append(digits)
+    infos = {r: _rank_info(result, r) for r in spellings}
     for rank, ri in infos.items():
-        if where == "head" and ri.first_time is None and rank in first:
-            ri.first_time = _iso_from_glog(*first[rank])
-        if rank in last:
-            ri.last_time = _iso_from_glog(*last[rank])
+        if head and ri.first_time is None:
+            m = _stamped_prefix(text, spellings[rank], backwards=False)
+            if m is not None:
+                ri.first_time = _iso_from_glog(m.group("md"), m.group("t"))
+        m = _stamped_prefix(text, spellings[rank], backwards=True)
+        if m is not None:
+            ri.last_time = _iso_from_glog(m.group("md"), m.group("t"))
+    words = tuple(w for w in _STEP_WORDS if w in found)
     # the step regex only on the lines that matter: each rank's last, the region's first
     pending = set(infos)
-    for start, end in _word_lines(text, backwards=True):
+    for start, end in _word_lines(text, words, backwards=True):
         for m in reversed(list(_RANK_LINE.finditer(text, start, end))):
             rank = rank_of[m.group("r")]
             if rank in pending and _has_step_word(text, m.end(), end):
@@ -187,9 +256,9 @@ def _fast(text: str, result: ParseResult, where: str) -> None:
                 _step(result, infos[rank], text[m.end() : end])
         if not pending:
             break
-    if where == "head":
-        found = False
-        for start, end in _word_lines(text, backwards=False):
+    if head:
+        done = False
+        for start, end in _word_lines(text, words, backwards=False):
             for m in _RANK_LINE.finditer(text, start, end):
                 if _has_step_word(text, m.end(), end):
                     ms = _STEP.search(text[m.end() : end])
@@ -197,26 +266,30 @@ def _fast(text: str, result: ParseResult, where: str) -> None:
                         step = int(ms.group("a") or ms.group("b"))
                         low = result.facts.get("first_step")
                         result.facts["first_step"] = step if low is None else min(low, step)
-                    found = True
+                    done = True
                     break
-            if found:
+            if done:
                 break
-    if any(r not in result.rank_hosts for r in infos):
+    hostless = {r for r in infos if r not in result.rank_hosts}
+    if hostless and _NCCL_WORD in found:
         for m in _RANK_NCCL_HOST.finditer(text):
             rank = int(m.group("r"))
             if rank not in result.rank_hosts:
                 result.rank_hosts[rank] = m.group("host")
+                hostless.discard(rank)
+                if not hostless:
+                    break  # every rank of the region has its host: no later line can change one
 
 
-_STEP_WORDS = ("step", "iteration")
-
-
-def _word_lines(text: str, *, backwards: bool) -> Iterator[tuple[int, int]]:
-    """``(start, end)`` of each line of ``text`` where "step" or "iteration" occurs, from the
-    last such line back (or from the first on); each line once."""
+def _word_lines(text: str, words: tuple[str, ...], *, backwards: bool) -> Iterator[tuple[int, int]]:
+    """``(start, end)`` of each line of ``text`` where one of ``words`` (those of
+    _STEP_WORDS that occur in it) occurs, from the last such line back (or from the first
+    on); each line once."""
+    if not words:
+        return
     n = len(text)
     if backwards:
-        at = {w: text.rfind(w) for w in _STEP_WORDS}
+        at = {w: text.rfind(w) for w in words}
         while True:
             pos = max(at.values())
             if pos < 0:
@@ -228,7 +301,7 @@ def _word_lines(text: str, *, backwards: bool) -> Iterator[tuple[int, int]]:
                 if a >= start:
                     at[w] = text.rfind(w, 0, start)
     else:
-        at = {w: text.find(w) for w in _STEP_WORDS}
+        at = {w: text.find(w) for w in words}
         while True:
             live = [a for a in at.values() if a >= 0]
             if not live:
@@ -266,16 +339,18 @@ def _glog_only(s: str) -> str:
 # a line that can name a host through its envelope: pdsh's "node12: ", an IP label, a
 # stream tag ("host [stderr]"), syslog's "hh:mm:ss host prog: ", NCCL's "host:pid:tid [d] NCCL "
 # (each wrapper of ``peel`` that sets a host, and NCCL's banner, contains one of these)
+# "[a-z][a-z0-9-]*\d[\w.-]*:\s" as "[a-z][a-z-]*+\d[\w.-]*+:\s": the same matches (the first
+# digit after the letters is the one to take, and ":" is in neither run), without giving
+# back, letter by letter, every lower-case word the engine tries it at (~20 % of the time)
 _HOST_HINT = lazy_compile(
-    r"[a-z][a-z0-9-]*\d[\w.-]*:\s|\d{1,3}(?:\.\d{1,3}){3}|\[std|"
+    r"[a-z][a-z-]*+\d[\w.-]*+:\s|\d{1,3}(?:\.\d{1,3}){3}|\[std|"
     r"\d\d:\d\d:\d\d [\w.-]+ [\w./-]+:\s| NCCL "
 )
-# what lets a line of a region without "[rankN]:" name a rank of its own: an MPI tag
-# ("[1,3]<stderr>:") or a Ray/vLLM worker tag ("(… rank=3 pid=…)")
-_OWN_RANK_HINTS = ("]<std", " pid=")
 
 
-def _one_rank(text: str, result: ParseResult, file_rank: int, where: str) -> None:
+def _one_rank(
+    text: str, found: frozenset[str], result: ParseResult, file_rank: int, where: str
+) -> None:
     """``_slow`` for a region where every line is the file's rank (no line can name another):
     only the lines that decide something are peeled — from the front until one has a time,
     from the back until one has a time, the lines that may name a host until one does — and
@@ -298,22 +373,23 @@ def _one_rank(text: str, result: ParseResult, file_rank: int, where: str) -> Non
             break
     if file_rank not in result.rank_hosts:
         _first_host(text, result, file_rank)
-    last = _step_line(text, backwards=True)
+    words = tuple(w for w in _STEP_WORDS if w in found)
+    last = _step_line(text, words, backwards=True)
     if last is not None and (ri.last_step is None or last >= ri.last_step):
         ri.last_step = last
     first = result.facts.get("first_step")
     if where == "head" or first is None:
-        lo = _step_line(text, backwards=False)
+        lo = _step_line(text, words, backwards=False)
         if lo is not None and (first is None or lo < first):
             result.facts["first_step"] = lo
 
 
-def _step_line(text: str, *, backwards: bool) -> int | None:
+def _step_line(text: str, words: tuple[str, ...], *, backwards: bool) -> int | None:
     """The step the last (or first) line of ``text`` that names one names, as ``_step`` reads
     a line: what the last line of a rank's region says, as ``_fast`` takes it. Lines are found
     by their words ("step", "iteration"), not by running the step regex over the region (~40
     µs a KiB)."""
-    for start, end in _word_lines(text, backwards=backwards):
+    for start, end in _word_lines(text, words, backwards=backwards):
         ms = _STEP.search(text, start, end)
         if ms:
             return int(ms.group("a") or ms.group("b"))
@@ -358,9 +434,11 @@ def _first_host(text: str, result: ParseResult, file_rank: int) -> None:
             return
 
 
-def _slow(text: str, result: ParseResult, file_rank: int | None, where: str) -> None:
-    if file_rank is not None and not any(h in text for h in _OWN_RANK_HINTS):
-        _one_rank(text, result, file_rank, where)
+def _slow(
+    text: str, found: frozenset[str], result: ParseResult, file_rank: int | None, where: str
+) -> None:
+    if file_rank is not None and not any(h in found for h in _OWN_RANK_HINTS):
+        _one_rank(text, found, result, file_rank, where)
         return
     # a line that starts with a glog envelope peels to that envelope alone (no [rankN]: in
     # this region): its rank is the file's, its time the envelope's — no full peel; the

@@ -148,12 +148,11 @@ _FR_NAME = lazy_compile(
 def _is_flight_recorder(h: Head) -> bool:
     if h.head[:1] == b"\x80" and len(h.head) > 1 and h.head[1] <= 5:
         return True  # a pickle; only the restricted loader will read it
-    text = h.text
     if _FR_NAME.search(h.base) and (
-        '"pg_status"' in text or '"entries"' in text or h.head[:1] == b"\x80"
+        h.has('"pg_status"') or h.has('"entries"') or h.head[:1] == b"\x80"
     ):
         return True
-    return text.lstrip().startswith("{") and '"pg_status"' in text and '"version"' in text
+    return h.has('"pg_status"') and h.has('"version"') and h.text.lstrip().startswith("{")
 
 
 def _read_capped(stream: BinaryIO) -> bytes:
@@ -313,7 +312,11 @@ def _status_event(
 class FlightRecorderParser:
     name = "flight_recorder"
     kinds = ("flight_recorder",)
-    recognizers = (Recognizer("flight_recorder", 10, _is_flight_recorder),)
+    recognizers = (
+        Recognizer(
+            "flight_recorder", 10, _is_flight_recorder, ('"pg_status"', '"entries"', '"version"')
+        ),
+    )
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         data = _read_capped(stream)

@@ -30,7 +30,6 @@ from .._lazy import lazy_compile
 from ..detect import Head, Recognizer, host_from_name
 from ..links import LinkSniffer, expected_busbw, size_collapse
 from ..model import Event, ParseResult
-from ..scan import LiteralSet
 from . import ParseError, Progress, register_parser
 from ._lines import clip, iter_lines
 
@@ -126,34 +125,30 @@ def _row_wrong(v: Any) -> int:
     return int(x) if x is not None and x > 0 else 0
 
 
-_HEAD_LITERALS = LiteralSet(
-    [
-        "out-of-place",
-        "busbw",
-        "# nccl-tests",
-        "_perf -b",
-        "# nThread ",
-        " nGpus ",
-        "# Rank",
-        "# Avg bus bandwidth",
-        "algbw",
-    ]
+_HEAD_LITERALS = (
+    "out-of-place",
+    "busbw",
+    "# nccl-tests",
+    "_perf -b",
+    "# nThread ",
+    " nGpus ",
+    "# Rank",
+    "# Avg bus bandwidth",
+    "algbw",
 )
 
 
 def _is_nccl_tests(h: Head) -> bool:
-    found = _HEAD_LITERALS.present(h.head[:65536])  # the literals of h.text, in one pass
+    has = h.has  # every literal here is declared: answered from one pass over the head
     return (
-        ("out-of-place" in found and "busbw" in found)
-        or "# nccl-tests" in found
-        or "_perf -b" in found
-        or (
-            "# nThread " in found and " nGpus " in found and ("busbw" in found or "# Rank" in found)
-        )
-        or "# Avg bus bandwidth" in found
+        (has("out-of-place") and has("busbw"))
+        or has("# nccl-tests")
+        or has("_perf -b")
+        or (has("# nThread ") and has(" nGpus ") and (has("busbw") or has("# Rank")))
+        or has("# Avg bus bandwidth")
         # the literal first: the regex alone tries every position (~1 ms a file)
         or (
-            "algbw" in found
+            has("algbw")
             and re.search(r"(?m)^\s*N\s+type\s+op\s+time\s+algbw\s+busbw\b", h.text) is not None
         )
     )  # the last: NCCL 1.x tests' table header
@@ -380,7 +375,7 @@ def _report(run: dict[str, Any], result: ParseResult) -> None:
 class NcclTestsParser:
     name = "nccl_tests"
     kinds = ("nccl_tests",)
-    recognizers = (Recognizer("nccl_tests", 50, _is_nccl_tests),)
+    recognizers = (Recognizer("nccl_tests", 50, _is_nccl_tests, _HEAD_LITERALS),)
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:
         scan = _Scan()

@@ -149,13 +149,16 @@ def _has_query_header(h: Head) -> bool:
     return "temperature.gpu" in h.first_line or "ecc.errors." in h.first_line
 
 
+_UNREACHABLE = "Unable to determine the device handle for GPU"
+_SMI_LITERALS = ("NVIDIA-SMI", "==============NVSMI LOG", _UNREACHABLE)
+
+
 def _is_smi_output(h: Head) -> bool:
-    text = h.text
     return (
-        "NVIDIA-SMI" in text
-        or "==============NVSMI LOG" in text
+        h.has("NVIDIA-SMI")
+        or h.has("==============NVSMI LOG")
         # nvidia-smi's whole output when it cannot reach any GPU
-        or text.lstrip().startswith("Unable to determine the device handle for GPU")
+        or (h.has(_UNREACHABLE) and h.text.lstrip().startswith(_UNREACHABLE))
     )
 
 
@@ -354,7 +357,7 @@ class NvidiaSmiParser:
     recognizers = (
         Recognizer("nvidia_smi", 42, _has_query_header),
         # after nccl-tests, whose output quotes the nvidia-smi banner
-        Recognizer("nvidia_smi", 55, _is_smi_output),
+        Recognizer("nvidia_smi", 55, _is_smi_output, _SMI_LITERALS),
     )
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:

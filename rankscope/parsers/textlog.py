@@ -219,17 +219,24 @@ class _Summary:
 
 def _is_slurm_job(h: Head) -> bool:
     """scontrol/sacct text, or the controller epilog's JSON record."""
-    start = h.text[:4000]
-    # the literals first: the regex alone tries every position (~1 ms a file)
-    return bool(
-        ("JobId=" in start or "JobState=" in start or "JobID|" in start)
-        and re.search(r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", start, re.M)
-    ) or (h.base.startswith("slurm-job-") and h.text.lstrip().startswith("{"))
+    # the literals first: the regex alone tries every position (~1 ms a file); anywhere in
+    # the head (one shared pass) before the first 4000 characters
+    if h.has("JobId=") or h.has("JobState=") or h.has("JobID|"):
+        start = h.text[:4000]
+        if ("JobId=" in start or "JobState=" in start or "JobID|" in start) and re.search(
+            r"(?:^|\s)JobId=\d+|JobState=|^JobID\|", start, re.M
+        ):
+            return True
+    return h.base.startswith("slurm-job-") and h.text.lstrip().startswith("{")
 
 
 def _is_kernel_log(h: Head) -> bool:
-    return any(t in h.base for t in ("dmesg", "kern.log", "syslog", "journal")) or bool(
-        re.match(r"\[\s*\d+\.\d+\] ", h.text)
+    return any(t in h.base for t in ("dmesg", "kern.log", "syslog", "journal")) or (
+        # "[" then no letter (a letter is neither \s nor \d): "[I1121 …" and "[rank0]:"
+        # are ruled out without decoding the head
+        h.head[:1] == b"["
+        and not h.head[1:2].isalpha()
+        and bool(re.match(r"\[\s*\d+\.\d+\] ", h.text))
     )
 
 
@@ -241,7 +248,7 @@ class TextLogParser:
     kinds = ("rank_log", "dmesg", "slurm_job")
     fallback = True
     recognizers = (
-        Recognizer("slurm_job", 80, _is_slurm_job),
+        Recognizer("slurm_job", 80, _is_slurm_job, ("JobId=", "JobState=", "JobID|")),
         Recognizer("dmesg", 90, _is_kernel_log),
     )
 
@@ -573,12 +580,12 @@ def _read_head_tail(
     head: bytes, tail: bytes, size: int, result: ParseResult, file_rank: int | None
 ) -> None:
     """Facts of the file's first and last lines (``facts.read_region``)."""
-    read_region(head.decode("utf-8", errors="replace"), result, file_rank, where="head")
+    read_region(head, result, file_rank, where="head")
     if size > HEAD:
         # the part of the tail not already read as head; drop its first partial line
         t = tail[-(size - HEAD) :] if size - HEAD < len(tail) else tail
         nl = t.find(b"\n")
-        read_region(t[nl + 1 :].decode("utf-8", errors="replace"), result, file_rank, where="tail")
+        read_region(t[nl + 1 :], result, file_rank, where="tail")
 
 
 # --- one candidate line, step by step ---------------------------------------------------

@@ -51,9 +51,8 @@ def _has_topology_header(h: Head) -> bool:
 
 
 def _is_topology_output(h: Head) -> bool:
-    return (
-        h.base.startswith(("topo", "nvidia-smi-topo", "ibstat", "ibnetdiscover"))
-        or "\tGPU1\t" in h.text[:4000]
+    return h.base.startswith(("topo", "nvidia-smi-topo", "ibstat", "ibnetdiscover")) or (
+        h.has("\tGPU1\t") and "\tGPU1\t" in h.text[:4000]
     )
 
 
@@ -63,7 +62,7 @@ class TopologyParser:
     recognizers = (
         Recognizer("topology", 40, _has_topology_header),
         # by name or nvidia-smi topo's matrix: after the formats a header names
-        Recognizer("topology", 70, _is_topology_output),
+        Recognizer("topology", 70, _is_topology_output, ("\tGPU1\t",)),
     )
 
     def parse(self, stream: BinaryIO, result: ParseResult, progress: Progress | None) -> None:

@@ -61,3 +61,65 @@ def test_a_per_rank_file_gets_first_and_last_time_step_and_host() -> None:
     assert ri.last_step == 904
     assert r.facts["first_step"] == 5
     assert r.rank_hosts[12] == "node-3"
+
+
+def test_two_spellings_of_a_rank_share_its_first_and_last_time() -> None:
+    """``[rank03]:`` and ``[rank3]:`` are the same rank: its first stamp is the earlier of
+    both spellings' first, its last the later of both spellings' last."""
+    lines = [
+        "[rank3]: no stamp yet",
+        "[rank03]:[I1121 08:00:01.000000 train.py:10] starting",
+        "[rank3]:[I1121 08:00:02.000000 train.py:10] step 7 done",
+        "[rank03]:[I1121 08:00:03.000000 train.py:10] step 8 done",
+        "[rank3]: a last line without a stamp",
+    ]
+    r = _parse(("\n".join(lines) + "\n").encode(), "node-2.log")
+    assert list(r.rank_info) == [3]
+    ri = r.rank_info[3]
+    assert ri.first_time.endswith("11-21T08:00:01.000000")
+    assert ri.last_time.endswith("11-21T08:00:03.000000")
+    assert ri.last_step == 8
+    assert r.facts["first_step"] == 7
+
+
+def test_ranks_come_in_the_order_of_their_first_line_and_a_bracket_alone_names_none() -> None:
+    lines = [
+        "[rank: 9] not a torchrun prefix",
+        "[rank5]: node-5:4100:4117 [5] NCCL INFO Bootstrap : Using ib0",
+        "[rank2]:[I1121 08:00:01.000000 train.py:10] starting",
+        "[rank5]:[I1121 08:00:02.000000 train.py:10] starting",
+        "[rank2]: node-2:4100:4117 [2] NCCL INFO Bootstrap : Using ib0",
+    ]
+    r = _parse(("\n".join(lines) + "\n").encode(), "node.log")
+    assert list(r.rank_info) == [5, 2]
+    assert r.rank_info[5].first_time.endswith("11-21T08:00:02.000000")
+    assert r.rank_hosts == {5: "node-5", 2: "node-2"}
+
+
+def test_the_year_is_the_first_date_and_time_of_this_century() -> None:
+    lines = [
+        "1999-12-31 23:59 an old date, 12-01-02 10:00 a short one",
+        "run started 2024-03-05T10:11:12, again 2025-01-01 00:00",
+    ]
+    r = _parse(("\n".join(lines) + "\n").encode(), "rank_0.log")
+    assert r.facts["year"] == 2024
+
+
+def test_facts_whose_words_are_absent_are_not_claimed() -> None:
+    """Each regex of the head runs only when its words occur; what the words allow is read."""
+    lines = [
+        "WORLD_SIZE=16 MEMBER: 3/16 nnodes=2 resumed from checkpoint",
+        "node-1:4100:4117 [0] NCCL INFO comm 0x55d0 rank 0 nRanks 16 cudaDev 0 - Init COMPLETE",
+    ]
+    r = _parse(("\n".join(lines) + "\n").encode(), "rank_0.log")
+    assert r.facts["world_size_claims"] == [
+        [16, "WORLD_SIZE"],
+        [16, "NCCL nranks"],
+        [16, "Lightning MEMBER"],
+    ]
+    assert r.facts["nnodes"] == 2
+    assert r.facts["resumed_from_checkpoint"] is True
+    assert r.facts["nccl_init"] == {"node-1": [[0, 16]]}
+    bare = _parse(b"step 1 done\n", "rank_0.log")
+    assert bare.facts["world_size_claims"] == []
+    assert not {"nnodes", "resumed_from_checkpoint", "nccl_init", "framework"} & set(bare.facts)
