@@ -15,6 +15,7 @@ divergence) was found, 2 bad usage, no readable input, or a parse process that d
 from __future__ import annotations
 
 import argparse
+import codecs
 import gc
 import io
 import itertools
@@ -156,19 +157,53 @@ def render(doc: dict[str, Any], fmt: str) -> str:
 def _json(doc: dict[str, Any]) -> str:
     """The document as indented ASCII JSON, as ``json.dumps(doc, indent=2)`` writes it — by
     orjson, in a fiftieth of the time (~14 ms for 512 ranks, ~30 for 1,024, after the whole
-    parse and analysis). orjson writes other characters as they are: a document that has
-    any (a log line quoted with a progress bar's blocks), or that orjson refuses (an
-    integer beyond 64 bits), is written by ``json``, escaped, for any terminal."""
+    parse and analysis). orjson writes other characters as they are; they are escaped as
+    ``json`` escapes them, so that any terminal shows the output. A document orjson refuses
+    (an integer beyond 64 bits, a key that is not a string) is written by ``json``."""
     import orjson  # loaded while the files are parsed (``prepare_analysis``)
 
     try:
-        opts = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-        text = orjson.dumps(doc, default=str, option=opts).decode()
-        if text.isascii():
-            return text
+        opts = orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+        raw = orjson.dumps(doc, default=str, option=opts)
     except orjson.JSONEncodeError:
-        pass
-    return json.dumps(doc, indent=2, default=str)
+        return json.dumps(doc, indent=2, default=str)
+    if not raw.isascii():
+        # outside its strings JSON is ASCII, so any other character is inside one, where
+        # its escape stands for it. The document's own words have a few ("—", "…"): each
+        # is replaced at C speed; a log quoted in many scripts goes through the codec
+        others = set(raw.translate(None, _ASCII).decode("utf-8"))
+        if len(others) > 16:
+            return raw.decode("utf-8").encode("ascii", errors=_JSON_ESCAPE).decode("ascii")
+        for ch in others:
+            raw = raw.replace(ch.encode("utf-8"), _escaped(ch).encode("ascii"))
+    return raw.decode("ascii")
+
+
+_ASCII = bytes(range(128))
+
+
+def _escaped(text: str) -> str:
+    """``text`` as JSON escapes (``\\uXXXX``; a surrogate pair beyond the first plane)."""
+    out = []
+    for ch in text:
+        n = ord(ch)
+        if n > 0xFFFF:
+            n -= 0x10000
+            out.append(f"\\u{0xD800 | (n >> 10):04x}\\u{0xDC00 | (n & 0x3FF):04x}")
+        else:
+            out.append(f"\\u{n:04x}")
+    return "".join(out)
+
+
+def _json_escape(exc: UnicodeError) -> tuple[str, int]:
+    """``codecs`` error handler: the characters ASCII cannot take, as JSON escapes."""
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    return _escaped(exc.object[exc.start : exc.end]), exc.end
+
+
+_JSON_ESCAPE = "rankscope-json-escape"
+codecs.register_error(_JSON_ESCAPE, _json_escape)
 
 
 def diagnose(
