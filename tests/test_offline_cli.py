@@ -318,9 +318,11 @@ def test_json_output_is_ascii_and_reads_back_as_the_document():
     plain = {"triage": {"shape": "hang", "confidence": 0.8, "at": 2.5e-07}, "ranks": [0, 3]}
     quoted = {"evidence": "42%|████▏     | 3/7 [00:01<00:02] é — 😀", "ranks": {3: "node-1"}}
     huge = {"comm": 1 << 70}
-    for doc in (plain, quoted, huge):
+    scripts = {"evidence": "".join(chr(0x4E00 + 7 * i) for i in range(40)) + " é — 😀"}
+    for doc in (plain, quoted, huge, scripts):
         text = cli.render(doc, "json")
         assert text.isascii() and text.endswith("}\n")
         assert json.loads(text) == json.loads(json.dumps(doc))
-    assert cli.render(quoted, "json") == json.dumps(quoted, indent=2) + "\n"
+    for doc in (quoted, scripts):
+        assert cli.render(doc, "json") == json.dumps(doc, indent=2) + "\n"
     assert cli.render(plain, "json").startswith('{\n  "triage": {\n    "shape": "hang"')
