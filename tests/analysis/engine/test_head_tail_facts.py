@@ -123,3 +123,42 @@ def test_facts_whose_words_are_absent_are_not_claimed() -> None:
     bare = _parse(b"step 1 done\n", "rank_0.log")
     assert bare.facts["world_size_claims"] == []
     assert not {"nnodes", "resumed_from_checkpoint", "nccl_init", "framework"} & set(bare.facts)
+
+
+_NO_HOST = (
+    "2024-05-01 12:00:{:02d},123 - INFO - train.py:88 - step {} loss 2.3 lr 3.0e-4 Rank 12: ok"
+)
+
+
+def _rank_log(host_line: str, before: int) -> bytes:
+    """A per-rank log whose first host-naming line comes after ``before`` lines that name
+    none (some with what looks like a host hint: a dotted number, "rank12: ")."""
+    lines = [_NO_HOST.format(i % 60, i) for i in range(before)]
+    lines += ["1.2.3.4 is not an address here", host_line]
+    lines += [_NO_HOST.format(i % 60, i) for i in range(before, before + 50)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_a_rank_log_names_its_host_wherever_its_first_host_line_is(monkeypatch) -> None:
+    # the host of a per-rank log is the one its first host-naming line names; past the
+    # head's first KiB those lines are found by Hyperscan, not by the regex at every
+    # position: the same host, whether or not Hyperscan is there
+    from rankscope.parsers import facts
+
+    forms = {  # lines that are no event: only the head reading can name their hosts
+        "node-12: [I1121 08:00:01.000 x.py:1] starting": "node-12",
+        "gpu-a7:4100:4117 [3] NCCL INFO Bootstrap : Using ib0": "gpu-a7",
+        "Nov 21 08:00:01 gpu-b3 trainer: epoch 1 begins": "gpu-b3",
+        "trainer-9 [stdout] epoch 1 begins": "trainer-9",
+    }
+    for host_line, host in forms.items():
+        for before in (2, 40, 300):  # in the first KiB, past it, near the head's end
+            data = _rank_log(host_line, before)
+            got = _parse(data, "rank_3.log").rank_hosts.get(3)
+            monkeypatch.setattr(facts._HINT_LINES, "starts", lambda *a, **k: None)
+            plain = _parse(data, "rank_3.log").rank_hosts.get(3)
+            monkeypatch.undo()
+            assert got == plain, (host_line, before)
+            if before < 300:  # 300 lines run past the head: that host is in no region
+                assert got == host, (host_line, before)
+    assert _parse(_rank_log(_NO_HOST.format(0, 0), 300), "rank_3.log").rank_hosts == {}
