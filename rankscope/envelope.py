@@ -135,6 +135,8 @@ _RANK_GLOG = lazy_compile(r"\[rank(?P<r>\d+)\]:\s?" + _GLOG_RX)
 _OLD_GLOG = lazy_compile(r"\[(?P<l>[IWEF]) (?P<src>[\w.]+):\d+\]\s?")
 _PYLOG_FIRST = frozenset("IWECD")  # the level word's first letter, inside "[…]" or not
 _GLOG_OR_PYLOG_FIRST = frozenset("IWEFCD")
+_GLOG_FIRST = frozenset("IWEF")
+_INDENT = frozenset(" \t")
 _PYLOG_LEVEL = lazy_compile(
     r"(?:\[(?P<a>INFO|WARNING|WARN|ERROR|CRITICAL|DEBUG)\]|(?P<b>INFO|WARNING|ERROR|CRITICAL):)\s*"
 )
@@ -214,6 +216,28 @@ def peel(line: str) -> Envelope:
                 # before [rankN]:, never after); the rounds below would find nothing
                 env.message = s
                 return env
+    elif (  # "[E1121 …" or "E1121 …": the glog envelope's level letter and date
+        s[1:3].isdigit()
+        if s[:1] in _GLOG_FIRST
+        else s[:1] == "[" and s[2:3].isdigit() and s[1:2] in _GLOG_FIRST
+    ):
+        m = _GLOG.match(s)
+        if m:  # the first round below, done before it (a glog line, most candidates)
+            env.level, md, t = m.group("l", "md", "t")
+            env.time = _iso_from_glog(md, t)
+            s = s[m.end() :]
+            rounds = 7
+            c = s[:1]
+            if (s[1:2] if c == "[" else c) not in _GLOG_OR_PYLOG_FIRST and not s.startswith(
+                "[rank"
+            ):
+                env.message = s  # as the round's own early exit below
+                return env
+    elif s[:1] in _INDENT and not _digit_or_bracket(s.lstrip()[:1]):
+        # an indented line without a digit or "[" after its indent (a torchrun summary's
+        # "  host      : …"): no envelope, wrapper or level word starts it (the rounds below)
+        env.message = s
+        return env
     for _ in range(rounds):
         progressed = False
         # the first character rules most regexes out (this runs on every candidate line)

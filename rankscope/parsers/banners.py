@@ -99,8 +99,6 @@ class BannerReader:
         env = peel(raw)
         msg = env.message
         rank = env.rank if env.rank is not None else env.task
-        m = nccl_host(raw) if "NCCL" in raw else None
-        proc = str(rank) if rank is not None else f"{m[0]}:{m[1]}" if m else "?"
         found: list[tuple[str, str]] = []
         for lit, rx, attr in _RULES:
             mm = rx.search(msg) if lit in msg else None
@@ -113,11 +111,21 @@ class BannerReader:
             found += [(f"env.{k}", v) for k, v in _ENV_PAIRS.findall(msg)]
         if not found:
             return
+        # NCCL's "host:pid" names the process when the line has no rank, and gives its host
+        # once: searched only then (it is most of a banner line's reading)
+        if rank is not None:
+            proc, m = str(rank), None
+        else:
+            m = nccl_host(raw) if "NCCL" in raw else None
+            proc = f"{m[0]}:{m[1]}" if m else "?"
         if proc not in self.procs and len(self.procs) >= MAX_PROCS:
             return
         attrs = self.procs.setdefault(proc, {})
-        if m and "_host" not in attrs:
-            attrs["_host"] = [m[0], line, raw[:500]]
+        if "_host" not in attrs:
+            if rank is not None and "NCCL" in raw:
+                m = nccl_host(raw)
+            if m:
+                attrs["_host"] = [m[0], line, raw[:500]]
         for attr, value in found:
             if attr not in attrs and len(attrs) < MAX_ATTRS:
                 attrs[attr] = [value[:80], line, raw[:500]]

@@ -33,9 +33,6 @@ NCCL_HOST = lazy_compile(
 )
 
 _RX: dict[str, re.Pattern[str]] = {
-    "timeout": lazy_compile(
-        r"Watchdog caught collective operation timeout: .*?ran for (?P<ran>\d+) milli"
-    ),
     "failure": lazy_compile(
         r"failure detected by watchdog at work sequence id: (?P<seq>\d+)\s+PG status: "
         r"last enqueued work: (?P<e>-?\d+), last completed work: (?P<c>-?\d+)"
@@ -195,11 +192,9 @@ def _glued(msg: str, end: int) -> bool:
     )
 
 
-def _cut_timeout(msg: str) -> bool:
-    """The timeout message cut by terminal wrapping inside its own marker words
-    ("… [Rank 2] Watchdog caught ⏎ collective operation timeout: …")."""
-    i = msg.find("Watchdog caught")
-    return i >= 0 and _TIMEOUT_MARK.startswith(msg[i:].rstrip())
+# how long the timed-out work ran: the first such words after the marker and ": " (a message
+# is one line: searched from there for its literal, not with ``.*?`` from the marker on)
+_RAN_FOR = lazy_compile(r"ran for (?P<ran>\d+) milli")
 
 
 # the watchdog's failure wordings: (key of their regex in _RX, literal that names them),
@@ -213,19 +208,24 @@ _WATCHDOG_MARKERS = (
 
 def _watchdog_timeouts(msg: str) -> tuple[Result, bool] | None:
     """Collective timeouts and the watchdog's failure reports (every wording)."""
-    if _TIMEOUT_MARK not in msg and _cut_timeout(msg):
+    caught = msg.find("Watchdog caught")
+    at = msg.find(_TIMEOUT_MARK, caught) if caught >= 0 else -1
+    if caught >= 0 and at < 0 and _TIMEOUT_MARK.startswith(msg[caught:].rstrip()):
+        # terminal wrapping cut the message inside its own marker words
+        # ("… [Rank 2] Watchdog caught ⏎ collective operation timeout: …")
         f = _pg_fields(msg)
         w = WORK_RANK.search(msg)
         if w:
             f["work_rank"] = int(w.group("r"))
         return ("watchdog_timeout", f), True
-    if _TIMEOUT_MARK in msg:
+    if at >= 0:
         f = _work_fields(msg)
-        m = _RX["timeout"].search(msg)
+        words = msg.find(_TIMEOUT_MARK + ": ", at)
+        m = _RAN_FOR.search(msg, words + len(_TIMEOUT_MARK) + 2) if words >= 0 else None
         if m:
             f["ran_ms"] = int(m.group("ran"))
         f.update(_pg_fields(msg))
-        if _glued(msg, msg.find(_TIMEOUT_MARK)):
+        if _glued(msg, at):
             f["glued"] = True  # printed behind other output on the same line
         if "thread terminated with exception" in msg:
             f["via"] = "watchdog_exit"
