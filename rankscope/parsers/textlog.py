@@ -19,6 +19,7 @@ import os
 import re
 import stat
 import time
+from operator import itemgetter
 from typing import Any, BinaryIO
 
 from ..detect import Head, Recognizer, host_from_name, rank_from_name
@@ -76,6 +77,8 @@ def _is_code(msg: str) -> bool:
     return msg.lstrip().startswith(_CODE_STARTS)
 
 
+# a point of a block: (start, 1 for a candidate line or 0 for an index mark, end, signatures)
+_POINT_ORDER = itemgetter(0, 1)
 # parse buffers kept for the next file parsed in this process (one per concurrent parse)
 _BUFFERS: list[bytearray] = []
 _NCCL_KINDS = {
@@ -371,10 +374,12 @@ class TextLogParser:
             if nl < 0 or nl + 1 >= cut:
                 break
             marks.append(nl + 1)
-        points = sorted(
-            [(st, 1, en, sigs) for st, en, sigs in hits] + [(m, 0, 0, ()) for m in marks],
-            key=lambda p: (p[0], p[1]),
-        )
+        # the hits come in file order: the marks (one a MiB) are sorted in only when there are
+        # some, on a key read in C
+        points = [(st, 1, en, sigs) for st, en, sigs in hits]
+        if marks:
+            points += [(m, 0, 0, ()) for m in marks]
+            points.sort(key=_POINT_ORDER)
         # every point's line number first (the candidate lines' were counted as the
         # prefilter went), then the lines read one after another
         numbers = [line_no + n for n in newlines.before_each([p[0] for p in points])]
