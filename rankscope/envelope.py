@@ -216,6 +216,15 @@ def peel(line: str) -> Envelope:
                 # before [rankN]:, never after); the rounds below would find nothing
                 env.message = s
                 return env
+        elif m := _RANK.match(s):
+            # the prefix alone (a program's own "[rankN]: …" line): the first round's start,
+            # which goes on to the envelopes after it only if one may follow
+            env.rank = int(m.group("r"))
+            s = s[m.end() :]
+            c = s[:1]
+            if (s[1:2] if c == "[" else c) not in _GLOG_OR_PYLOG_FIRST:
+                env.message = s  # as the rounds below would leave it
+                return env
     elif (  # "[E1121 …" or "E1121 …": the glog envelope's level letter and date
         s[1:3].isdigit()
         if s[:1] in _GLOG_FIRST

@@ -1,7 +1,8 @@
 """Shortcuts on the way of every candidate line read as the longer way does:
 
 - the peel's glog line (one match before the rounds) and indented line (its own message at
-  once) give the envelope the rounds give, on every corpus line and on cut ones;
+  once) give the envelope the rounds give, on every corpus line and on cut ones, and a
+  "[rankN]:" line without an envelope after it is read as the rounds read it;
 - the collective timeout's "ran for" words are those the marker-to-words regex found;
 - a banner line's NCCL host is searched only when needed, and still names the process
   (no rank) or gives its host (a rank: once, from its first banner line).
@@ -57,6 +58,32 @@ def test_glog_and_indent_shortcuts_peel_like_the_rounds(monkeypatch: pytest.Monk
     slow = [envelope.peel(x) for x in lines]
     differ = [(x, a, b) for x, a, b in zip(lines, fast, slow, strict=True) if a != b]
     assert not differ, differ[:3]
+
+
+@pytest.mark.parametrize(
+    ("line", "rank", "level", "message"),
+    [
+        # a program's own line after the prefix: read at once
+        ("[rank3]: node-03:1:2 [3] NCCL INFO x", 3, None, "node-03:1:2 [3] NCCL INFO x"),
+        (
+            "[rank12]: [2026-11-21 08:52:09] iteration 5/9",
+            12,
+            None,
+            "[2026-11-21 08:52:09] iteration 5/9",
+        ),
+        ("[rank3]:  x", 3, None, " x"),  # the prefix's one optional space only
+        # a level word or an envelope may follow: the rounds go on after the prefix
+        ("[rank3]: INFO: x", 3, "I", "INFO: x"),
+        ("[rank3]: [E some.py:12] msg", 3, "E", "msg"),
+        ("[rank3]: " + "[E a.py:1] " * 9 + "z", 3, "E", "[E a.py:1] z"),  # eight rounds
+        ("[rank3]:[E1121 10:22:33 b.cpp:2] x", 3, "E", "x"),
+    ],
+)
+def test_rank_prefix_shortcut_peels_like_the_rounds(
+    line: str, rank: int, level: str | None, message: str
+) -> None:
+    env = envelope.peel(line)
+    assert (env.rank, env.level, env.message) == (rank, level, message)
 
 
 _RAN = re.compile(r"Watchdog caught collective operation timeout: .*?ran for (?P<ran>\d+) milli")
