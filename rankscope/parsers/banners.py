@@ -84,7 +84,12 @@ _RULES: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
 # NCCL's "comm 0x… rank 7 nranks 16 cudaDev 3 nvmlDev 3 busId 4b000 …": the GPU (NVML index,
 # as nvidia-smi and DCGM number it) a process drives
 _NVML = lazy_compile(r"\bcudaDev\s+\d+\s+nvmlDev\s+(?P<v>\d+)")
-_ENV_PAIRS = lazy_compile(r"\b(?P<k>(?:TORCH_)?NCCL_[A-Z0-9_]+):\s*(?P<v>[^,\s]+)")
+# "\b(?P<k>(?:TORCH_)?NCCL_…" written with its first letter ahead of the word-start test
+# (``(?<!\w.)`` behind it): the search then skips every position that is not a T or an N
+# instead of testing a word boundary there
+_ENV_PAIRS = lazy_compile(
+    r"(?P<k>(?:T(?<!\w.)ORCH_NCCL_|N(?<!\w.)CCL_)[A-Z0-9_]+):\s*(?P<v>[^,\s]+)"
+)
 
 
 class BannerReader:

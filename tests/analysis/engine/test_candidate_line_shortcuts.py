@@ -4,12 +4,14 @@
   once) give the envelope the rounds give, on every corpus line and on cut ones, and a
   "[rankN]:" line without an envelope after it is read as the rounds read it;
 - the collective timeout's "ran for" words are those the marker-to-words regex found;
+- the environment pairs of a banner line are those the word-start regex finds;
 - a banner line's NCCL host is searched only when needed, and still names the process
   (no rank) or gives its host (a rank: once, from its first banner line).
 """
 
 from __future__ import annotations
 
+import random
 import re
 from pathlib import Path
 
@@ -131,3 +133,21 @@ def test_banner_host_once_per_ranked_process_and_as_the_name_of_an_unranked_one(
     assert reader.procs["n-9:51"]["_host"][:2] == ["n-9", 4]
     assert "_gpu" not in reader.procs["n-9:51"]  # a GPU only for a known rank
     assert set(reader.procs) == {"3", "n-9:51"}
+
+
+_ENV_WORD_START = re.compile(r"\b(?P<k>(?:TORCH_)?NCCL_[A-Z0-9_]+):\s*(?P<v>[^,\s]+)")
+_ENV_PIECES = ("TORCH_", "NCCL_", "T", "N", "A", "B_", "1", ":", " ", ",", "x", "é", "_", "²")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_environment_pairs_are_the_word_start_regex_pairs(seed: int) -> None:
+    rng = random.Random(seed)
+    lines = [
+        "PGNCCL Watchdog environments: TORCH_NCCL_RETHROW_CUDA_ERRORS: 1, NCCL_IB_TIMEOUT: 22",
+        "xNCCL_A:NCCL_B: 1, MYTORCH_NCCL_X: 1, éNCCL_Y: 2, TORCH_TORCH_NCCL_Z: 3",
+    ]
+    lines += [
+        "".join(rng.choice(_ENV_PIECES) for _ in range(rng.randrange(1, 14))) for _ in range(20000)
+    ]
+    for line in lines:
+        assert banners._ENV_PAIRS.findall(line) == _ENV_WORD_START.findall(line), line
