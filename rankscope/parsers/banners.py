@@ -56,18 +56,20 @@ def nccl_host(raw: str) -> tuple[str, str] | None:
 
 
 # (a literal every match contains, the rule): the literal is looked for first — a regex
-# without a literal prefix is tried at every position of the line
+# without a literal prefix is tried at every position of the line. A word start ("\b") is
+# tested behind the word's first letter, ``X(?<!\w.)…`` for ``\bX…``: the regex then starts
+# with its letter and the search skips every position without it
 _RULES: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
     (
         "NCCL INFO NCCL version",
         lazy_compile(r"NCCL INFO NCCL version\s+(?P<v>\S+)"),
         "nccl_version",
     ),
-    ("NCCL version:", lazy_compile(r"\bNCCL version:\s*(?P<v>[\w.+-]+)"), "nccl_version"),
+    ("NCCL version:", lazy_compile(r"N(?<!\w.)CCL version:\s*(?P<v>[\w.+-]+)"), "nccl_version"),
     ("cudaDriverVersion", lazy_compile(r"cudaDriverVersion\s+(?P<v>\d+)"), "cuda_driver"),
     (
         " set by environment to ",
-        lazy_compile(r"\b(?P<k>NCCL_\w+) set by environment to (?P<v>.+?)\.?\s*$"),
+        lazy_compile(r"(?P<k>N(?<!\w.)CCL_\w+) set by environment to (?P<v>.+?)\.?\s*$"),
         None,
     ),
     (
@@ -83,7 +85,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], str | None], ...] = (
 )
 # NCCL's "comm 0x… rank 7 nranks 16 cudaDev 3 nvmlDev 3 busId 4b000 …": the GPU (NVML index,
 # as nvidia-smi and DCGM number it) a process drives
-_NVML = lazy_compile(r"\bcudaDev\s+\d+\s+nvmlDev\s+(?P<v>\d+)")
+_NVML = lazy_compile(r"c(?<!\w.)udaDev\s+\d+\s+nvmlDev\s+(?P<v>\d+)")
 # "\b(?P<k>(?:TORCH_)?NCCL_…" written with its first letter ahead of the word-start test
 # (``(?<!\w.)`` behind it): the search then skips every position that is not a T or an N
 # instead of testing a word boundary there

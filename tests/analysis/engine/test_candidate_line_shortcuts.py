@@ -4,7 +4,8 @@
   once) give the envelope the rounds give, on every corpus line and on cut ones, and a
   "[rankN]:" line without an envelope after it is read as the rounds read it;
 - the collective timeout's "ran for" words are those the marker-to-words regex found;
-- the environment pairs of a banner line are those the word-start regex finds;
+- the banner regexes that test a word start behind their first letter match as the
+  ``\\b`` regexes they stand for;
 - a banner line's NCCL host is searched only when needed, and still names the process
   (no rank) or gives its host (a rank: once, from its first banner line).
 """
@@ -135,19 +136,38 @@ def test_banner_host_once_per_ranked_process_and_as_the_name_of_an_unranked_one(
     assert set(reader.procs) == {"3", "n-9:51"}
 
 
-_ENV_WORD_START = re.compile(r"\b(?P<k>(?:TORCH_)?NCCL_[A-Z0-9_]+):\s*(?P<v>[^,\s]+)")
-_ENV_PIECES = ("TORCH_", "NCCL_", "T", "N", "A", "B_", "1", ":", " ", ",", "x", "é", "_", "²")
+# the banner regexes written with the word start behind their first letter, and the "\b"
+# regexes they stand for
+_WORD_START = (
+    (banners._ENV_PAIRS, r"\b(?P<k>(?:TORCH_)?NCCL_[A-Z0-9_]+):\s*(?P<v>[^,\s]+)"),
+    (banners._RULES[1][1], r"\bNCCL version:\s*(?P<v>[\w.+-]+)"),
+    (banners._RULES[3][1], r"\b(?P<k>NCCL_\w+) set by environment to (?P<v>.+?)\.?\s*$"),
+    (banners._NVML, r"\bcudaDev\s+\d+\s+nvmlDev\s+(?P<v>\d+)"),
+)
+_PIECES = (
+    *("TORCH_", "NCCL_", "T", "N", "c", "A", "B_", "1", "7", ".", ":", " ", ",", "x", "é", "_"),
+    *("²", "\n", " set by environment to ", "NCCL version:", "cudaDev", " 3 ", "nvmlDev "),
+)
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_environment_pairs_are_the_word_start_regex_pairs(seed: int) -> None:
+def test_word_start_behind_the_first_letter_matches_as_the_word_start_regex(seed: int) -> None:
     rng = random.Random(seed)
     lines = [
         "PGNCCL Watchdog environments: TORCH_NCCL_RETHROW_CUDA_ERRORS: 1, NCCL_IB_TIMEOUT: 22",
         "xNCCL_A:NCCL_B: 1, MYTORCH_NCCL_X: 1, éNCCL_Y: 2, TORCH_TORCH_NCCL_Z: 3",
+        "n:1:2 [3] NCCL INFO NCCL_IB_TIMEOUT set by environment to 22.",
+        "comm 0x1 rank 3 nranks 8 cudaDev 3 nvmlDev 5 busId 1 - Init COMPLETE",
+        "environments: NCCL version: 2.20.5, xcudaDev 1 nvmlDev 2",
     ]
     lines += [
-        "".join(rng.choice(_ENV_PIECES) for _ in range(rng.randrange(1, 14))) for _ in range(20000)
+        "".join(rng.choice(_PIECES) for _ in range(rng.randrange(1, 14))) for _ in range(20000)
     ]
-    for line in lines:
-        assert banners._ENV_PAIRS.findall(line) == _ENV_WORD_START.findall(line), line
+    for rx, want in _WORD_START:
+        ref = re.compile(want)
+        for line in lines:
+            assert rx.findall(line) == ref.findall(line), (want, line)
+            got, exp = rx.search(line), ref.search(line)
+            assert (got and (got.span(), got.groupdict())) == (
+                exp and (exp.span(), exp.groupdict())
+            )
