@@ -1,5 +1,5 @@
 """``python -m rankscope triage PATH…``: the same as the ``rankscope`` command."""
 
-from .cli import main
+from .cli import command
 
-raise SystemExit(main())
+command()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import codecs
+import contextlib
 import gc
 import io
 import itertools
@@ -24,7 +25,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from . import ENGINE_VERSION, forkpool
 from .metrics import MetricsTable
@@ -329,5 +330,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
+def command() -> NoReturn:
+    """The ``rankscope`` command (and ``python -m rankscope``): ``main``, its output
+    flushed, then out at once — the interpreter's teardown of a big job's parse results and
+    document (~40 ms for 1,024 files) is work for nobody."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # a closed pipe: nothing more to say
+            stream.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    command()
