@@ -107,7 +107,7 @@ def parse_paths(
     items = [(files[i][0], files[i][1], scanner) for i in order]
     by_index: dict[int, list[ParseResult]] = {}
     if forkpool.available():
-        done = forkpool.run(_parse_file, items, jobs)
+        done = forkpool.run(_parse_file, items, jobs, [sizes[i] for i in order])
         first = next(done, None)  # the processes are started and at work
         if meanwhile is not None:
             meanwhile()

@@ -3,9 +3,10 @@
 What ``rankscope triage`` needs of a process pool, and nothing more: the parent has
 compiled the prefilter and loaded the parsers before it forks, so each child starts
 ready; the items (files, largest first) are handed out as the children ask for them —
-each child holds two, and gets the next one with each result it sends back, so a child
-slowed down (a big file, a library imported for one file) does not hold up the others;
-the parent reads the results as they come. ``concurrent.futures``' process pool does the
+each child holds a queue of them, topped up with each result it sends back: deep while
+many are left (a child never waits for the parent, busy with its own imports), short near
+the end, so a child slowed down (a big file, a library imported for one file) does not
+hold up the others; the parent reads the results as they come. ``concurrent.futures``' process pool does the
 same with task queues, feeder threads and ``multiprocessing``'s connections, whose import
 alone takes longer (~40-70 ms here) than parsing a small job.
 
@@ -26,7 +27,17 @@ _HEADER = struct.Struct("<QQ")  # item index, pickled length
 _FAILED = (1 << 64) - 1  # in place of an index: the child failed, the payload says why
 _TASK = struct.Struct("<I")  # an item index handed to a child
 _STOP = (1 << 32) - 1  # no more items
-_AHEAD = 2  # items a child holds: one at work, one to start on while the next is sent
+# What a child holds (items handed out, result not back yet): at least ``_SHALLOW`` items —
+# one at work, one to start on while the next is sent — and, given the items' weights
+# (file sizes), more while their weights stay within ``_DEEP`` and a quarter of what is
+# left per child. A child then never waits for the parent, which reads no result while it
+# imports the analysis (30-50 ms, when a child holding two 0.7 MB files stood idle most of
+# the time); a big file is held alone; and near the end the queues are short, so no child
+# is left with a long one while the other has finished.
+_SHALLOW, _DEEP = 2, 32 << 20
+# the kernel's buffer of a result pipe: a child goes on writing results while the parent
+# is busy (up to ~30 per-node results, ~300 per-rank ones) instead of waiting at 64 KiB
+_PIPE_BYTES = 1 << 20
 
 
 class WorkerFailed(RuntimeError):
@@ -38,10 +49,14 @@ def available() -> bool:
 
 
 def run(
-    func: Callable[..., Any], items: Sequence[tuple[Any, ...]], jobs: int
+    func: Callable[..., Any],
+    items: Sequence[tuple[Any, ...]],
+    jobs: int,
+    weights: Sequence[int] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """``(index, func(*items[index]))`` for every item, in the order results arrive, from
-    ``jobs`` forked processes that take the items in their order as they become free."""
+    ``jobs`` forked processes that take the items in their order as they become free
+    (``weights``: each item's cost, e.g. its size, for how many a process may hold)."""
     children: dict[int, tuple[int, int]] = {}  # result read end → (pid, task write end)
     reap()  # the processes of an earlier run that had not yet exited
     finished = False
@@ -49,6 +64,10 @@ def run(
         for _ in range(max(1, min(jobs, len(items)))):
             res_r, res_w = os.pipe()
             task_r, task_w = os.pipe()
+            with contextlib.suppress(OSError, AttributeError):  # Linux only; may be capped
+                import fcntl  # here: a triage of one file forks nothing
+
+                fcntl.fcntl(res_w, fcntl.F_SETPIPE_SZ, _PIPE_BYTES)
             pid = os.fork()
             if pid == 0:  # the child: never returns
                 os.close(res_r)
@@ -60,7 +79,7 @@ def run(
             os.close(res_w)
             os.close(task_r)
             children[res_r] = (pid, task_w)
-        yield from _collect(children, len(items))
+        yield from _collect(children, len(items), weights)
         finished = True
     finally:
         for r, (pid, task_w) in children.items():
@@ -121,24 +140,43 @@ def _child(func: Callable[..., Any], items: Sequence[tuple[Any, ...]], task_r: i
         os._exit(code)  # no atexit handlers, no flushing of the parent's buffers
 
 
-def _collect(children: dict[int, tuple[int, int]], expected: int) -> Iterator[tuple[int, Any]]:
+def _collect(
+    children: dict[int, tuple[int, int]], expected: int, weights: Sequence[int] | None
+) -> Iterator[tuple[int, Any]]:
     import selectors  # here: a triage of one file forks nothing (~5 ms of start-up)
 
     sel = selectors.DefaultSelector()
     pending = {r: bytearray() for r in children}
+    held = dict.fromkeys(children, 0)  # items handed to each child, result not back yet
+    weight = dict.fromkeys(children, 0)  # their weights
+    left = sum(weights) if weights else 0  # the weight not yet handed out
+    stopped: set[int] = set()
     nxt = 0
 
-    def hand_out(task_w: int) -> None:  # the next item, or the end, to one child
-        nonlocal nxt
-        with contextlib.suppress(OSError):  # a child that died: its pipe is closed
-            os.write(task_w, _TASK.pack(nxt if nxt < expected else _STOP))
-        nxt += 1
+    def hand_out(r: int) -> None:  # top up one child's queue, or tell it the end
+        nonlocal nxt, left
+        budget = min(_DEEP, left // (4 * len(children))) if weights else 0
+        tasks = []
+        while nxt < expected and (
+            held[r] < _SHALLOW or (weights and weight[r] + weights[nxt] <= budget)
+        ):
+            tasks.append(_TASK.pack(nxt))
+            held[r] += 1
+            if weights:
+                weight[r] += weights[nxt]
+                left -= weights[nxt]
+            nxt += 1
+        if nxt >= expected and r not in stopped:
+            tasks.append(_TASK.pack(_STOP))
+            stopped.add(r)
+        if tasks:
+            with contextlib.suppress(OSError):  # a child that died: its pipe is closed
+                os.write(children[r][1], b"".join(tasks))
 
     for r in children:
         sel.register(r, selectors.EVENT_READ)
-    for _ in range(_AHEAD):
-        for _pid, task_w in children.values():
-            hand_out(task_w)
+    for r in children:
+        hand_out(r)
     got = 0
     try:
         while pending:
@@ -163,7 +201,10 @@ def _collect(children: dict[int, tuple[int, int]], expected: int) -> Iterator[tu
                     if index == _FAILED:
                         raise WorkerFailed(f"a parse process failed: {value}")
                     got += 1
-                    hand_out(children[r][1])
+                    held[r] -= 1
+                    if weights:
+                        weight[r] -= weights[index]
+                    hand_out(r)
                     yield index, value
     finally:
         sel.close()

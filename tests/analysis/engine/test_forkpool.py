@@ -66,6 +66,17 @@ def test_a_slow_item_does_not_hold_up_the_items_after_it() -> None:
     assert len(set(by_item.values())) == 2
 
 
+def test_a_heavy_item_is_held_alone_while_the_light_ones_queue_up() -> None:
+    # with weights (file sizes), a process holds many light items (so it never waits for
+    # the parent) but a heavy one nearly alone: the other process does the rest meanwhile
+    items = [(i,) for i in range(60)]
+    weights = [1 << 30] + [1 << 20] * 59
+    by_item = dict(forkpool.run(_slow_first, items, 2, weights))
+    slow = by_item[0]
+    assert sum(1 for pid in by_item.values() if pid == slow) <= 3
+    assert sorted(by_item) == list(range(60))
+
+
 def _fails_on_three(i: int) -> int:
     if i == 3:
         raise ValueError("cannot read item 3")
