@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from . import ENGINE_VERSION, forkpool
-from .metrics import MetricsTable
+from .metrics import Columns, MetricsTable
 from .model import Options, ParseResult
 from .parsers import parse_artifact, parser_for
 from .parsers.newlines import SIMD_BYTES
@@ -39,15 +39,23 @@ from .sources import iter_files, read_one
 FORMATS = ("json", "markdown", "text")
 EXIT_OK, EXIT_FAILURE_FOUND, EXIT_USAGE = 0, 1, 2
 
-Packed = tuple[dict[str, Any], bytes | None]
+# a result's JSON, and its metrics: Arrow IPC bytes, or the plain columns of a table not
+# yet built (iteration lines: the parse process does not import pyarrow for them)
+Packed = tuple[dict[str, Any], bytes | Columns | None]
 
 
 def _pack(r: ParseResult) -> Packed:
-    return r.to_json(), (r.metrics.to_bytes() if r.metrics is not None else None)
+    m = r.metrics
+    if m is None:
+        return r.to_json(), None
+    pending = m.pending_columns
+    return r.to_json(), (pending if pending is not None else m.to_bytes())
 
 
 def _unpack(packed: Packed) -> ParseResult:
     d, m = packed
+    if isinstance(m, dict):
+        return ParseResult.from_json(d, metrics=MetricsTable(columns=m))
     return ParseResult.from_json(d, metrics=MetricsTable.read(io.BytesIO(m)) if m else None)
 
 

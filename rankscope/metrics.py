@@ -693,21 +693,58 @@ def normalise_columns(table: pa.Table) -> tuple[pa.Table, list[str]]:
     return out.replace_schema_metadata(meta), notes
 
 
-class MetricsTable:
-    """A thin wrapper around a ``pyarrow.Table`` with canonical column names."""
+# the Arrow types a table given as plain columns may have (``MetricsTable(columns=…)``)
+_COLUMN_TYPES = {"int64": "int64", "float64": "float64", "string": "string"}
 
-    def __init__(self, table: pa.Table) -> None:
-        self.table = table
+Columns = dict[str, tuple[str, list[Any]]]  # name → (type name, values)
+
+
+class MetricsTable:
+    """A thin wrapper around a ``pyarrow.Table`` with canonical column names.
+
+    Given as plain columns (``columns=``: name → type name and values, as a parser reads
+    them), the Arrow table is built at its first use: a parse process that reads a log's
+    iteration lines hands them to the parent as they are (``pending_columns``), and never
+    imports pyarrow (~50-100 ms) for a table only the parent's analysis reads."""
+
+    def __init__(self, table: pa.Table | None = None, *, columns: Columns | None = None) -> None:
+        if (table is None) == (columns is None):
+            raise ValueError("a MetricsTable is given a table or columns, not both")
+        self._table = table
+        self._columns = columns
+
+    @property
+    def table(self) -> pa.Table:
+        if self._table is None:
+            assert self._columns is not None
+            self._table = pa.table(
+                {
+                    name: pa.array(values, getattr(pa, _COLUMN_TYPES[kind])())
+                    for name, (kind, values) in self._columns.items()
+                }
+            )
+            self._columns = None
+        return self._table
+
+    @property
+    def pending_columns(self) -> Columns | None:
+        """The plain columns, while no Arrow table was built from them."""
+        return self._columns
 
     def __len__(self) -> int:
+        if self._columns is not None:
+            return len(next(iter(self._columns.values()))[1]) if self._columns else 0
         return self.table.num_rows
 
     @property
     def columns(self) -> list[str]:
+        if self._columns is not None:
+            return list(self._columns)
         return list(self.table.column_names)
 
     def has(self, *names: str) -> bool:
-        return all(n in self.table.column_names for n in names)
+        present = self.columns
+        return all(n in present for n in names)
 
     def column(self, name: str) -> list[Any]:
         return self.table.column(name).to_pylist()

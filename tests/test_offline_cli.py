@@ -326,3 +326,37 @@ def test_json_output_is_ascii_and_reads_back_as_the_document():
     for doc in (quoted, scripts):
         assert cli.render(doc, "json") == json.dumps(doc, indent=2) + "\n"
     assert cli.render(plain, "json").startswith('{\n  "triage": {\n    "shape": "hang"')
+
+
+_PARSE_PROBE = """
+import json, pickle, sys
+from rankscope.cli import _parse_file
+packed = _parse_file(sys.argv[1], "rank_0.log", None)
+blob = pickle.dumps(packed)  # what a parse process sends
+loaded = "pyarrow" in sys.modules
+from rankscope.cli import _unpack
+m = _unpack(pickle.loads(blob)[0]).metrics
+print(json.dumps([loaded, m.table.num_rows, m.columns, m.table.column("step").to_pylist()[:3]]))
+"""
+
+
+def test_a_parse_process_reads_iteration_lines_without_pyarrow(tmp_path):
+    # the metrics of iteration lines go to the parent as plain columns; the Arrow table is
+    # built there (pyarrow's import, ~50-100 ms, is not paid by a parse process)
+    log = tmp_path / "rank_0.log"
+    log.write_text(
+        "".join(
+            f" iteration {s:8d}/ 1000 | elapsed time per iteration (ms): {900 + s:.1f} |"
+            f" lm loss: {2.0 - s / 1000:.4f} |\n"
+            for s in range(1, 41)
+        )
+    )
+    probe = subprocess.run(
+        [sys.executable, "-c", _PARSE_PROBE, str(log)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    loaded, rows, columns, steps = json.loads(probe.stdout)
+    assert loaded is False
+    assert rows == 40 and {"step", "step_time", "loss"} <= set(columns) and steps == [1, 2, 3]

@@ -679,18 +679,16 @@ class IterationReader:
     def finish(self, result: ParseResult, file_rank: int | None) -> None:
         if len(self.rows) < MIN_ROWS or result.metrics is not None:
             return
-        import pyarrow as pa
-
-        from ..metrics import MetricsTable
+        from ..metrics import Columns, MetricsTable
 
         rows = _interval_rates(self.rows) if self.running else self.rows
         ranks = [r[2] if r[2] is not None else file_rank for r in rows]
-        cols: dict[str, Any] = {
-            "step": pa.array([r[1] for r in rows], pa.int64()),
-            "line": pa.array([r[0] for r in rows], pa.int64()),
+        cols: Columns = {
+            "step": ("int64", [r[1] for r in rows]),
+            "line": ("int64", [r[0] for r in rows]),
         }
         if any(x is not None for x in ranks):
-            cols["rank"] = pa.array(ranks, pa.int64())
+            cols["rank"] = ("int64", ranks)
         for i, name in (
             (3, "time"),
             (4, "step_time"),
@@ -702,8 +700,9 @@ class IterationReader:
         ):
             vals = [r[i] for r in rows]
             if any(v is not None for v in vals):
-                cols[name] = pa.array(vals, pa.string() if name == "time" else pa.float64())
-        result.metrics = MetricsTable(pa.table(cols))
+                cols[name] = ("string" if name == "time" else "float64", vals)
+        # the Arrow table is built where it is first read (the analysis), not here
+        result.metrics = MetricsTable(columns=cols)
         result.facts["metrics_source"] = "iteration lines"
         if self.sampled:
             result.facts["iteration_lines_sampled"] = True
