@@ -55,7 +55,9 @@ def _pack(r: ParseResult) -> Packed:
 def _unpack(packed: Packed) -> ParseResult:
     d, m = packed
     if isinstance(m, dict):
-        return ParseResult.from_json(d, metrics=MetricsTable(columns=m))
+        metrics = MetricsTable(columns=m)
+        metrics.table  # noqa: B018  built (pyarrow imported) now, while the files are parsed
+        return ParseResult.from_json(d, metrics=metrics)
     return ParseResult.from_json(d, metrics=MetricsTable.read(io.BytesIO(m)) if m else None)
 
 
