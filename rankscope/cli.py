@@ -117,7 +117,10 @@ def parse_paths(
     items = [(files[i][0], files[i][1], scanner) for i in order]
     by_index: dict[int, list[ParseResult]] = {}
     if forkpool.available():
-        done = forkpool.run(_parse_file, items, jobs, [sizes[i] for i in order])
+        # a file's weight is its size, and at least what opening and reading its head cost
+        # (an empty file is not free: no process takes a thousand of them at once)
+        weights = [max(sizes[i], 64 << 10) for i in order]
+        done = forkpool.run(_parse_file, items, jobs, weights)
         first = next(done, None)  # the processes are started and at work
         if meanwhile is not None:
             meanwhile()
