@@ -6,9 +6,9 @@ ready; the items (files, largest first) are handed out as the children ask for t
 each child holds a queue of them, topped up with each result it sends back: deep while
 many are left (a child never waits for the parent, busy with its own imports), short near
 the end, so a child slowed down (a big file, a library imported for one file) does not
-hold up the others; the parent reads the results as they come. ``concurrent.futures``' process pool does the
-same with task queues, feeder threads and ``multiprocessing``'s connections, whose import
-alone takes longer (~40-70 ms here) than parsing a small job.
+hold up the others; the parent reads the results as they come. ``concurrent.futures``'
+process pool does the same with task queues, feeder threads and ``multiprocessing``'s
+connections, whose import alone takes longer (~40-70 ms here) than parsing a small job.
 
 POSIX only (``os.fork``); elsewhere the caller uses ``concurrent.futures``.
 """

@@ -694,7 +694,7 @@ def normalise_columns(table: pa.Table) -> tuple[pa.Table, list[str]]:
 
 
 # the Arrow types a table given as plain columns may have (``MetricsTable(columns=…)``)
-_COLUMN_TYPES = {"int64": "int64", "float64": "float64", "string": "string"}
+_COLUMN_TYPES = frozenset({"int64", "float64", "string"})
 
 Columns = dict[str, tuple[str, list[Any]]]  # name → (type name, values)
 
@@ -709,7 +709,9 @@ class MetricsTable:
 
     def __init__(self, table: pa.Table | None = None, *, columns: Columns | None = None) -> None:
         if (table is None) == (columns is None):
-            raise ValueError("a MetricsTable is given a table or columns, not both")
+            raise ValueError("a MetricsTable is given either a table or columns")
+        if columns is not None and not {kind for kind, _ in columns.values()} <= _COLUMN_TYPES:
+            raise ValueError(f"column types are {sorted(_COLUMN_TYPES)}")
         self._table = table
         self._columns = columns
 
@@ -719,7 +721,7 @@ class MetricsTable:
             assert self._columns is not None
             self._table = pa.table(
                 {
-                    name: pa.array(values, getattr(pa, _COLUMN_TYPES[kind])())
+                    name: pa.array(values, getattr(pa, kind)())
                     for name, (kind, values) in self._columns.items()
                 }
             )
