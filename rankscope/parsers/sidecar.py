@@ -139,7 +139,8 @@ class SideReaders:
         first_line: int,
         banner_spans: list[tuple[int, int]] | None = None,
         iteration_spans: list[tuple[int, int]] | None = NOT_SCANNED,
-        newlines: NewlineCounter | None = None,
+        *,
+        newlines: NewlineCounter,
     ) -> None:
         """``data[:size]``: whole lines — the chunk, read in place (the caller's parse
         buffer: no copy); its first line is number ``first_line + 1``.
@@ -147,26 +148,17 @@ class SideReaders:
         (``banner_patterns`` in its database); else they are scanned for here.
         ``iteration_spans``: likewise the iteration lines (``iteration_patterns``), all of
         them within ``iteration_limit``, or None when there were more.
-        ``newlines``: the block's counter, which the prefilter's pass has fed (else one of
-        its own)."""
-        # iteration lines can be every line: the budget picks which to read before any
-        # per-line work (line numbers are counted only up to the picked ones)
-        own = newlines is None
-        if newlines is None:
-            newlines = NewlineCounter(data, size)
-        try:
-            spans = self._iteration_spans(data, size, iteration_spans)
-            self.iterations.take(_numbered(data, spans, first_line, newlines))
-            if banner_spans is None:
-                with memoryview(data) as view:
-                    banner_spans = side_scanner("banners").line_spans(view[:size])
-            for raw, ln in _numbered(data, banner_spans, first_line, newlines):
-                text = raw.decode("utf-8", errors="replace").rstrip("\r")
-                self.banners.take(text, ln)
-                self.transport.take(text, ln)
-        finally:
-            if own:
-                newlines.release()  # the caller's buffer is written again after this
+        ``newlines``: the block's counter (the prefilter's pass has counted up to the lines
+        it found; the budget picks which iteration lines to read before any is numbered)."""
+        spans = self._iteration_spans(data, size, iteration_spans)
+        self.iterations.take(_numbered(data, spans, first_line, newlines))
+        if banner_spans is None:
+            with memoryview(data) as view:
+                banner_spans = side_scanner("banners").line_spans(view[:size])
+        for raw, ln in _numbered(data, banner_spans, first_line, newlines):
+            text = raw.decode("utf-8", errors="replace").rstrip("\r")
+            self.banners.take(text, ln)
+            self.transport.take(text, ln)
 
     def _iteration_spans(
         self,

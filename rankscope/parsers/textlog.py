@@ -568,7 +568,7 @@ def _scan_chunk(
         hits, banner_spans = scanner.line_hits_side(view[:cut], newlines)
     else:
         hits, banner_spans = scanner.line_hits(view[:cut]), None
-    sidecar.feed(view.obj, cut, line_no, banner_spans, it_spans, newlines)  # type: ignore[arg-type]
+    sidecar.feed(view.obj, cut, line_no, banner_spans, it_spans, newlines=newlines)  # type: ignore[arg-type]
     return hits
 
 
