@@ -54,10 +54,8 @@ def _pack(r: ParseResult) -> Packed:
 
 def _unpack(packed: Packed) -> ParseResult:
     d, m = packed
-    if isinstance(m, dict):
-        metrics = MetricsTable(columns=m)
-        metrics.table  # noqa: B018  built (pyarrow imported) now, while the files are parsed
-        return ParseResult.from_json(d, metrics=metrics)
+    if isinstance(m, dict):  # built here, as the result arrives: while the files are parsed
+        return ParseResult.from_json(d, metrics=MetricsTable.from_columns(m))
     return ParseResult.from_json(d, metrics=MetricsTable.read(io.BytesIO(m)) if m else None)
 
 

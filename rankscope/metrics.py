@@ -728,6 +728,13 @@ class MetricsTable:
             self._columns = None
         return self._table
 
+    @classmethod
+    def from_columns(cls, columns: Columns) -> MetricsTable:
+        """The table of plain columns, its Arrow table built now (where it will be read)."""
+        made = cls(columns=columns)
+        made.table  # noqa: B018  (the property builds it)
+        return made
+
     @property
     def pending_columns(self) -> Columns | None:
         """The plain columns, while no Arrow table was built from them."""
