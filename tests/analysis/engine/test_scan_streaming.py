@@ -218,6 +218,31 @@ def test_events_across_the_prefilters_pieces_keep_their_lines(tmp_path: Path, ho
         assert data.count(b"\n", 0, off) == line_no - 1
 
 
+def test_threads_parsing_at_once_each_keep_their_line_numbers(tmp_path: Path) -> None:
+    # the web server parses in several threads: each counts its pieces' newlines in a mask
+    # of its own, so files of different layouts parsed at the same time keep their lines
+    from concurrent.futures import ThreadPoolExecutor
+
+    data, want = _log_across_pieces()
+    paths, wants = [], []
+    for i in range(6):
+        lead = NOISE * (i * 97)
+        path = tmp_path / f"node-{i}.log"
+        path.write_bytes(lead + data)
+        _settled(path)
+        paths.append(path)
+        wants.append([n + i * 97 for n in want])
+    before = get_scanner().name
+    set_scanner("hyperscan")
+    try:
+        with ThreadPoolExecutor(6) as pool:
+            for _ in range(3):
+                got = list(pool.map(_parse_file, paths))
+                assert [[e.line for e in r.events] for r in got] == wants
+    finally:
+        set_scanner(before)
+
+
 def test_prefilter_patterns_match_within_one_line() -> None:
     # the prefilter scans line-aligned pieces and reports the line a match ends on: a
     # pattern that could take a newline (a negated class without \n, \s, \W, \D) could match
