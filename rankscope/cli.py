@@ -289,6 +289,10 @@ def run(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _run(args: argparse.Namespace, out: TextIO, opts: Options) -> int:
+    # While the files are parsed this process only builds their results, which all stay: its
+    # cyclic collector, run every 700 allocations, would find nothing (~10 ms of CPU over
+    # 512 files, taken from the parse processes on a small machine)
+    gc.disable()
     try:
         results = parse_paths(
             args.paths, jobs=args.jobs, scanner=args.scanner, meanwhile=prepare_analysis
@@ -296,6 +300,8 @@ def _run(args: argparse.Namespace, out: TextIO, opts: Options) -> int:
     except forkpool.WorkerFailed as exc:  # a parse process killed (out of memory?) or broken
         print(f"rankscope triage: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        gc.enable()
     gc.freeze()
     if not results:
         print("rankscope triage: no files under the given paths", file=sys.stderr)
