@@ -19,7 +19,6 @@ import codecs
 import contextlib
 import gc
 import io
-import itertools
 import json
 import os
 import sys
@@ -118,12 +117,10 @@ def parse_paths(
         # a file's weight is its size, and at least what opening and reading its head cost
         # (an empty file is not free: no process takes a thousand of them at once)
         weights = [max(sizes[i], 64 << 10) for i in order]
-        done = forkpool.run(_parse_file, items, jobs, weights)
-        first = next(done, None)  # the processes are started and at work
-        if meanwhile is not None:
-            meanwhile()
-        # unpacked as they arrive, while the workers go on parsing
-        for k, packed in itertools.chain([first] if first is not None else [], done):
+        # ``meanwhile`` as soon as the processes have their first files: they parse those
+        # while it runs (the parent hands out no more meanwhile); the results are unpacked
+        # as they arrive, while the workers go on parsing
+        for k, packed in forkpool.run(_parse_file, items, jobs, weights, started=meanwhile):
             by_index[order[k]] = [_unpack(p) for p in packed]
     else:
         by_index = _parse_in_pool(items, order, jobs, meanwhile)

@@ -29,12 +29,16 @@ _TASK = struct.Struct("<I")  # an item index handed to a child
 _STOP = (1 << 32) - 1  # no more items
 # What a child holds (items handed out, result not back yet): at least ``_SHALLOW`` items —
 # one at work, one to start on while the next is sent — and, given the items' weights
-# (file sizes), more while their weights stay within ``_DEEP`` and a quarter of what is
-# left per child. A child then never waits for the parent, which reads no result while it
-# imports the analysis (30-50 ms, when a child holding two 0.7 MB files stood idle most of
-# the time); a big file is held alone; and near the end the queues are short, so no child
-# is left with a long one while the other has finished.
-_SHALLOW, _DEEP = 2, 32 << 20
+# (file sizes), more while their weights stay within ``_DEEP`` and half of what is left
+# shared among the children. The parent hands out nothing while it works on its own (the
+# caller's ``started`` work, then unpacking a result that imports a library: 20-50 ms
+# each, more with two children on two cores): the first queues hold about a fifth of a
+# job each (two children), so no child waits for it then (with half as much, both children
+# of a 360 MiB job stood idle ~35 ms while the parent imported the analysis); a big file
+# is held alone; and
+# near the end the queues are short, so no child is left with a long one while the other
+# has finished.
+_SHALLOW, _DEEP = 2, 128 << 20
 # the kernel's buffer of a result pipe: a child goes on writing results while the parent
 # is busy (up to ~30 per-node results, ~300 per-rank ones) instead of waiting at 64 KiB
 _PIPE_BYTES = 1 << 20
@@ -53,10 +57,13 @@ def run(
     items: Sequence[tuple[Any, ...]],
     jobs: int,
     weights: Sequence[int] | None = None,
+    started: Callable[[], None] | None = None,
 ) -> Iterator[tuple[int, Any]]:
     """``(index, func(*items[index]))`` for every item, in the order results arrive, from
     ``jobs`` forked processes that take the items in their order as they become free
-    (``weights``: each item's cost, e.g. its size, for how many a process may hold)."""
+    (``weights``: each item's cost, e.g. its size, for how many a process may hold).
+    ``started`` is called once the processes have their first items, before any result
+    is read: work of the caller's own that they need not wait for."""
     children: dict[int, tuple[int, int]] = {}  # result read end → (pid, task write end)
     reap()  # the processes of an earlier run that had not yet exited
     finished = False
@@ -79,7 +86,7 @@ def run(
             os.close(res_w)
             os.close(task_r)
             children[res_r] = (pid, task_w)
-        yield from _collect(children, len(items), weights)
+        yield from _collect(children, len(items), weights, started)
         finished = True
     finally:
         for r, (pid, task_w) in children.items():
@@ -149,7 +156,10 @@ def _child(func: Callable[..., Any], items: Sequence[tuple[Any, ...]], task_r: i
 
 
 def _collect(
-    children: dict[int, tuple[int, int]], expected: int, weights: Sequence[int] | None
+    children: dict[int, tuple[int, int]],
+    expected: int,
+    weights: Sequence[int] | None,
+    started: Callable[[], None] | None,
 ) -> Iterator[tuple[int, Any]]:
     import selectors  # here: a triage of one file forks nothing (~5 ms of start-up)
 
@@ -163,7 +173,7 @@ def _collect(
 
     def hand_out(r: int) -> None:  # top up one child's queue, or tell it the end
         nonlocal nxt, left
-        budget = min(_DEEP, left // (4 * len(children))) if weights else 0
+        budget = min(_DEEP, left // (2 * len(children))) if weights else 0
         tasks = []
         while nxt < expected and (
             held[r] < _SHALLOW or (weights and weight[r] + weights[nxt] <= budget)
@@ -185,6 +195,8 @@ def _collect(
         sel.register(r, selectors.EVENT_READ)
     for r in children:
         hand_out(r)
+    if started is not None:
+        started()
     got = 0
     try:
         while pending:

@@ -77,6 +77,32 @@ def test_a_heavy_item_is_held_alone_while_the_light_ones_queue_up() -> None:
     assert sorted(by_item) == list(range(60))
 
 
+def _when(i: int) -> float:
+    time.sleep(0.01)
+    return time.monotonic()
+
+
+def test_the_callers_own_work_runs_while_the_processes_parse() -> None:
+    # ``started`` runs once the processes have their first items and before any result is
+    # read: the caller's work (the command imports the analysis) and theirs overlap, and
+    # they hold enough not to stand idle meanwhile
+    done: dict[int, float] = {}
+    calls: list[tuple[int, float, float]] = []
+
+    def started() -> None:
+        t0 = time.monotonic()
+        time.sleep(0.3)
+        calls.append((len(done), t0, time.monotonic()))
+
+    items = [(i,) for i in range(40)]
+    for i, t in forkpool.run(_when, items, 2, [1 << 20] * 40, started=started):
+        done[i] = t
+    assert sorted(done) == list(range(40))
+    [(results_before, t0, t1)] = calls
+    assert results_before == 0
+    assert sum(1 for t in done.values() if t0 < t < t1) >= 8  # both went on meanwhile
+
+
 def _fails_on_three(i: int) -> int:
     if i == 3:
         raise ValueError("cannot read item 3")
