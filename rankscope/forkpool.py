@@ -35,9 +35,8 @@ _STOP = (1 << 32) - 1  # no more items
 # each, more with two children on two cores): the first queues hold about a fifth of a
 # job each (two children), so no child waits for it then (with half as much, both children
 # of a 360 MiB job stood idle ~35 ms while the parent imported the analysis); a big file
-# is held alone; and
-# near the end the queues are short, so no child is left with a long one while the other
-# has finished.
+# is held alone; and near the end the queues are short, so no child is left with a long
+# one while the other has finished.
 _SHALLOW, _DEEP = 2, 128 << 20
 # the kernel's buffer of a result pipe: a child goes on writing results while the parent
 # is busy (up to ~30 per-node results, ~300 per-rank ones) instead of waiting at 64 KiB
