@@ -438,7 +438,7 @@ def _terminated() -> type[Exception]:
 _N_STRUCT = sum(1 for x in PATTERN_SIG if x is None)  # structural patterns come first
 
 _SCANNER: ReScanner | HyperscanScanner | None = None
-_LITERAL_SETS: list[LiteralSet | MatchLines] = []
+_LITERAL_SETS: list[_SmallDatabase] = []  # compiled before a pool forks
 
 
 def get_scanner() -> ReScanner | HyperscanScanner:
@@ -477,7 +477,29 @@ def prepare_literal_sets() -> None:
         ls._database()
 
 
-class LiteralSet:
+class _SmallDatabase:
+    """A Hyperscan database of a reader's own, compiled (or loaded from the cache) at its
+    first use or before a parse pool forks (``prepare_literal_sets``); None without
+    Hyperscan or with ``RANKSCOPE_SCANNER=re``, and the reader falls back on Python."""
+
+    def __init__(self) -> None:
+        self._db: Any = None
+        self._ready = False
+        _LITERAL_SETS.append(self)
+
+    def _compile(self) -> Any:
+        raise NotImplementedError
+
+    def _database(self) -> Any:
+        if not self._ready:
+            self._ready = True
+            if os.environ.get("RANKSCOPE_SCANNER", "").lower() != "re":
+                with contextlib.suppress(Exception):  # ImportError, CPU without SSSE3
+                    self._db = self._compile()
+        return self._db
+
+
+class LiteralSet(_SmallDatabase):
     """Which of some fixed ASCII literals occur in a text, in one pass over it.
 
     A recogniser or a head reader that asks ``lit in text`` for a dozen literals goes over
@@ -492,22 +514,15 @@ class LiteralSet:
     def __init__(self, literals: Sequence[str]) -> None:
         assert all(lit.isascii() and lit for lit in literals)
         self.literals = tuple(literals)
-        self._db: Any = None
-        self._ready = False
-        _LITERAL_SETS.append(self)
+        super().__init__()
 
-    def _database(self) -> Any:
-        if not self._ready:
-            self._ready = True
-            if os.environ.get("RANKSCOPE_SCANNER", "").lower() != "re":
-                with contextlib.suppress(Exception):  # ImportError, CPU without SSSE3
-                    import hyperscan
+    def _compile(self) -> Any:
+        import hyperscan
 
-                    self._db = _hyperscan_db(
-                        ["".join(f"\\x{ord(c):02x}" for c in lit) for lit in self.literals],
-                        flags=hyperscan.HS_FLAG_SINGLEMATCH,
-                    )
-        return self._db
+        return _hyperscan_db(
+            ["".join(f"\\x{ord(c):02x}" for c in lit) for lit in self.literals],
+            flags=hyperscan.HS_FLAG_SINGLEMATCH,
+        )
 
     def present(self, data: str | bytes) -> frozenset[str]:
         """The literals that occur in ``data`` (text, or its UTF-8 bytes)."""
@@ -527,7 +542,7 @@ class LiteralSet:
         return frozenset(self.literals[i] for i in ids)
 
 
-class MatchLines:
+class MatchLines(_SmallDatabase):
     """The lines of an ASCII text where one of some regular expressions matches, in order,
     from one Hyperscan pass — for a reader that would otherwise run a Python regex that
     starts with a character class over a whole region (the engine then tries it at every
@@ -542,17 +557,10 @@ class MatchLines:
 
     def __init__(self, patterns: Sequence[str]) -> None:
         self.patterns = tuple(patterns)
-        self._db: Any = None
-        self._ready = False
-        _LITERAL_SETS.append(self)  # compiled before a fork, as the literal sets are
+        super().__init__()
 
-    def _database(self) -> Any:
-        if not self._ready:
-            self._ready = True
-            if os.environ.get("RANKSCOPE_SCANNER", "").lower() != "re":
-                with contextlib.suppress(Exception):  # ImportError, CPU without SSSE3
-                    self._db = _hyperscan_db(self.patterns)
-        return self._db
+    def _compile(self) -> Any:
+        return _hyperscan_db(self.patterns)
 
     def starts(self, data: bytes, pos: int = 0, most: int = 8) -> tuple[list[int], bool] | None:
         """The starts of the first ``most`` lines at or after offset ``pos`` (a line start)
