@@ -125,11 +125,17 @@
       pump();
     }
 
+    // Files upload as soon as they are chosen (below), which empties the input: the button
+    // is then pressed with nothing selected. The browser's own `required` check (kept for
+    // the form without JavaScript) would pop "Please select…" over the running uploads.
+    form.noValidate = true;
     form.addEventListener("submit", function (e) {
       e.preventDefault();
       if (!input.files.length) {
         input.focus();
-        list.appendChild(el("li", "rejected", "Choose at least one file to upload."));
+        if (!list.querySelector("progress")) {  // nothing on its way: say what to do
+          list.appendChild(el("li", "rejected", "Choose at least one file to upload."));
+        }
         return;
       }
       add(input.files);

@@ -190,6 +190,27 @@ def test_the_incident_page_fits_a_phone_and_is_keyboard_usable(
     ).wait_for()
 
 
+def test_the_upload_button_explains_itself_and_does_not_nag_during_an_upload(
+    page, live_server, transactional_db, team, owner, tmp_path
+):
+    """Chosen files upload at once; pressing the button then is not an error, and pressing
+    it with nothing chosen says what to do in the page (not a browser bubble)."""
+    incident = incident_create(team=team, title="Upload button", actor=owner)
+    _sign_in(page, live_server, owner)
+    page.goto(f"{live_server.url}/incidents/{incident.code}/")
+    form = page.locator("form[data-upload]")
+    button = form.get_by_role("button", name="Upload")
+    button.click()
+    form.locator("li.rejected", has_text="Choose at least one file to upload.").wait_for()
+    page.reload()
+    archive = tmp_path / "job-logs.tar.gz"
+    archive.write_bytes(_log_archive(2))
+    page.locator("input[type=file][name=files]").set_input_files(str(archive))
+    button.click()
+    form.locator("li", has_text="job-logs.tar.gz").wait_for()
+    assert form.locator("li.rejected").count() == 0
+
+
 def test_a_refused_htmx_form_shows_why_in_place(page, live_server, transactional_db, team, owner):
     """A 422 from an htmx form is shown where the form is, not silently dropped."""
     incident = incident_create(team=team, title="Refused form", actor=owner)
