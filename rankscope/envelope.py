@@ -79,11 +79,12 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     # (a dotted exception type with a digit in its module, ``pyo3_runtime.PanicException: …``,
-    # is not a host)
+    # or a module's own ``error`` class, ``cv2.error: …``, is not a host)
     (
         "pdsh",
         lazy_compile(
-            r"(?P<v>[a-z][a-z0-9-]*\d[\w.-]*)(?<!Error)(?<!Exception)(?<!Warning):\s+(?=\S)"
+            r"(?P<v>[a-z][a-z0-9-]*\d[\w.-]*)(?<!Error)(?<!Exception)(?<!Warning)(?<!\.error)"
+            r":\s+(?=\S)"
         ),
     ),
 ]

@@ -68,6 +68,66 @@ _ENOMEM_HINT = "Raise the memory limit or lower the batch size / workers; confir
 CATALOGUE: tuple[Signature, ...] = (
     # --- OOM -----------------------------------------------------------------------
     S(
+        "cuda-alloc-exceeds-allowed-memory",
+        (r"would exceed allowed memory\. \(out of memory\)",),
+        r"Allocation on device (?P<gpu>\d+) would exceed allowed memory\. \(out of memory\)",
+        "PyTorch's CUDA allocator refused an allocation above the process's limit (the device, "
+        "or the fraction set with set_per_process_memory_fraction): CUDA out of memory.",
+        "OOM",
+        "crash",
+        "fatal",
+        "Lower the batch (or, in a server, the batch token limits its warm-up runs), or raise the "
+        "memory fraction; check for other processes on the GPU.",
+        (
+            "thread 'main' panicked at 'Unable to warmup model: Generation(\"Allocation on device 0 would exceed allowed memory. (out of memory)\\nCurrently allocated     : 16.08 GiB\\nRequested               : 4.83 GiB\\nDevice limit            : 22.20 GiB\\nFree (according to CUDA): 11.12 MiB\\nPyTorch limit (set by user-supplied memory fraction)\\n                        : 22.20 GiB\")', router/src/main.rs:216:18",
+        ),
+        0.9,
+    ),
+    S(
+        "vllm-no-kv-cache-memory",
+        (r"No available memory for the cache blocks",),
+        r"No available memory for the cache blocks",
+        "vLLM found no GPU memory left for the KV cache after the weights and the profiled "
+        "activation peak, within its gpu_memory_utilization budget: the engine will not start.",
+        "OOM",
+        "crash",
+        "fatal",
+        "Raise gpu_memory_utilization (memory other processes hold on the GPU counts against it "
+        "since vLLM 0.6.4), lower max_model_len or max_num_seqs, or shard the model over more GPUs.",
+        (
+            "vllm-1  | ERROR 10-06 18:07:28 engine.py:366] ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
+        ),
+        0.85,
+    ),
+    S(
+        "dataloader-worker-killed",
+        (r"is killed by signal: Killed",),
+        r"DataLoader worker \(pid (?P<pid>\d+)\) is killed by signal: Killed",
+        "A DataLoader worker was killed with SIGKILL — by the kernel's OOM killer nearly always: "
+        "host RAM ran out (the workers, the batches they prefetch and what each sample holds, or a leak).",
+        "OOM",
+        "crash",
+        "error",
+        "Look for the oom-kill in the kernel log (or sacct's MaxRSS); lower num_workers and "
+        "prefetch_factor, or the memory each sample holds; look for a leak if RSS grows.",
+        ("RuntimeError: DataLoader worker (pid 5271) is killed by signal: Killed. ",),
+        0.75,
+    ),
+    S(
+        "srun-task-out-of-memory",
+        (r"srun: error: [^ \n]+: tasks? [0-9,-]+: Out Of Memory",),
+        r"srun: error: (?P<host>[\w.-]+): tasks? (?P<rank>\d+)[0-9,-]*: Out Of Memory",
+        "SLURM's memory enforcement (the step's cgroup) killed the task: it used more host "
+        "memory than the job asked for.",
+        "OOM",
+        "crash",
+        "fatal",
+        "`sacct -j <job> -o MaxRSS,ReqMem`: raise --mem (or --mem-per-cpu), or lower the "
+        "memory the task holds (DataLoader workers, dataset in RAM).",
+        ("srun: error: gpu017: task 0: Out Of Memory",),
+        0.85,
+    ),
+    S(
         "tf-oom-allocating-tensor",
         (r"OOM when allocating tensor",),
         r"OOM when allocating tensor with shape\[?(?P<shape>[^\]\s]*)\]?.*?(?:on (?P<device>\S+))?",
@@ -358,8 +418,10 @@ CATALOGUE: tuple[Signature, ...] = (
             r"Loss is (?:Infinity|NaN|nan|inf)",
             r"[Ll]oss(?:_[a-z]+)? +(?:nan|NaN|inf)\b",
             r"Loss became infinite or NaN",
+            r"[Ll]oss was (?:NaN|nan|inf|Inf)",
+            r" : Cost (?:nan|inf|-inf) : ",
         ),
-        r"(?P<metric>'loss'|Loss is|[Ll]oss(?:_[a-z]+)?|Loss became infinite or NaN)",
+        r"(?P<metric>'loss'|Loss is|[Ll]oss(?:_[a-z]+)?|Loss became infinite or NaN|Cost(?= (?:nan|-?inf) : ))",
         "The loss produced NaN/Inf.",
         "NUMERICAL",
         "diverge",
@@ -370,8 +432,27 @@ CATALOGUE: tuple[Signature, ...] = (
             "2018-07-15 16:11:46 INFO  DistriOptimizer$:295 - [Epoch 64 740096/1281167][Iteration 45459][Wall Clock 197340.717246379s] Train 1792 in 4.006890034seconds. Throughput is 447.22968 records/second. Loss is Infinity. Current learning rate is 0.046281366472703075. Current weight decay is 1.0E-4. Current momentum is 0.9.",
             "FloatingPointError: Loss became infinite or NaN at iteration=0!",
             "Iter 100 | lr 1.00E-03 | loss_tot nan | loss_sla 60213.42 | loss_da 16.607977 | loss_entry 0.0 | loss_exit 0.0 | l1 0.56 | ce 60212.85 | wd_loss: 69.24",
+            "RuntimeError: Loss was NaN for 1 times in a row. Stopped training.",
+            "[2020-07-22 20:22:42] Ep. 1 : Up. 300 : Sen. 137,255 : Cost nan : Time 17.18s : nan words/s : gNorm 41172.8250",
         ),
         0.9,
+    ),
+    S(
+        "distribution-parameter-invalid",
+        (r"to satisfy the constraint [A-Za-z]+\(.*\), but found invalid values",),
+        r"Expected parameter (?P<param>\w+) .*? of distribution (?P<dist>\w+)\(.* to satisfy the "
+        r"constraint (?P<constraint>[A-Za-z]+)\(.*\), but found invalid values",
+        "torch.distributions refused a parameter outside its support — nearly always NaN "
+        "produced by the network upstream (the printed tensor shows it): the model diverged.",
+        "NUMERICAL",
+        "diverge",
+        "error",
+        "Find the first step where the network's outputs turn NaN; lower the LR, clip gradients, "
+        "bound the scale (softplus + epsilon) and check that batch's inputs.",
+        (
+            "ValueError: Expected parameter loc (Tensor of shape (128, 10)) of distribution Normal(loc: torch.Size([128, 10]), scale: torch.Size([128, 10])) to satisfy the constraint Real(), but found invalid values:",
+        ),
+        0.8,
     ),
     S(
         "anomaly-backward-nonfinite",
@@ -462,6 +543,38 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     S(
+        "opencv-empty-image",
+        (r"!_?src\.empty\(\) in function",),
+        r"\(-215:Assertion failed\) !_?src\.empty\(\) in function '(?P<fn>\w+)'",
+        "OpenCV was handed an empty image: cv2.imread returns None for a file it cannot read "
+        "(missing, corrupt, or not an image) instead of raising, and the next OpenCV call fails.",
+        "DATA",
+        "crash",
+        "error",
+        "Find the file the sample came from (log the path before imread) and re-fetch, convert "
+        "or drop it; check the dataset's paths exist.",
+        (
+            "cv2.error: OpenCV(4.6.0) /io/opencv/modules/imgproc/src/color.cpp:182: error: (-215:Assertion failed) !_src.empty() in function 'cvtColor'",
+        ),
+        0.85,
+    ),
+    S(
+        "audio-file-undecodable",
+        (r"File contains data in an unknown format",),
+        r"Error opening (?P<path>'[^']*'|\S+): File contains data in an unknown format",
+        "libsndfile (python-soundfile, torchaudio's soundfile backend) could not decode an audio "
+        "file of the dataset: it is corrupt, truncated, or in a format it does not read.",
+        "DATA",
+        "crash",
+        "error",
+        "Check the file named in the message (size, header, `soxi`/`ffprobe`); re-fetch or drop "
+        "it, or convert the dataset to a format libsndfile reads.",
+        (
+            "soundfile.LibsndfileError: Error opening 'xx/xx/xx.wav': File contains data in an unknown format.",
+        ),
+        0.85,
+    ),
+    S(
         "dataset-parse-error",
         (r"ArrowInvalid: ", r"unpack requires a buffer of"),
         r"ArrowInvalid: (?P<what>.*)|unpack requires a buffer of (?P<n>\d+) bytes",
@@ -492,8 +605,13 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "index-out-of-vocab",
-        (r"srcIndex < srcSelectDimSize", r"\] = -?[0-9]+ is not in \[0, "),
-        r"srcIndex < srcSelectDimSize|\] = (?P<index>-?\d+) is not in \[0, (?P<size>\d+)\)",
+        (
+            r"srcIndex < srcSelectDimSize",
+            r"\] = -?[0-9]+ is not in \[0, ",
+            r"t >= 0 && (?:cur_)?t(?:arget)? < n_classes",
+        ),
+        r"srcIndex < srcSelectDimSize|\] = (?P<index>-?\d+) is not in \[0, (?P<size>\d+)\)"
+        r"|(?P<target>t >= 0 && (?:cur_)?t(?:arget)? < n_classes)",
         "An embedding lookup got an index outside the table: token/label ids exceed the vocabulary.",
         "DATA",
         "crash",
@@ -502,6 +620,7 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             "/opt/conda/conda-bld/pytorch_1686274778240/work/aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [58,0,0], thread: [24,0,0] Assertion `srcIndex < srcSelectDimSize` failed.",
             "  (0) Invalid argument:  indices[23,617] = -26 is not in [0, 61196)",
+            "/pytorch/aten/src/THCUNN/ClassNLLCriterion.cu:105: void cunn_ClassNLLCriterion_updateOutput_kernel(Dtype *, Dtype *, Dtype *, long *, Dtype *, int, int, int, int, long) [with Dtype = float, Acctype = float]: block: [0,0,0], thread: [12,0,0] Assertion `t >= 0 && t < n_classes` failed.",
         ),
         0.8,
     ),
@@ -542,6 +661,21 @@ CATALOGUE: tuple[Signature, ...] = (
         0.3,  # progress, not an error: decides only a hang nothing else explains
     ),
     # --- HARDWARE ------------------------------------------------------------------
+    S(
+        "nvrm-rminitadapter-failed",
+        (r"RmInitAdapter failed!",),
+        r"RmInitAdapter failed! \((?P<code>[0-9a-fx:]+)\)",
+        "The NVIDIA driver could not initialise a GPU: CUDA cannot use the card, and any process "
+        "given it fails at start — a failed or unseated card, its power or PCIe link, or a "
+        "driver that does not support it.",
+        "HARDWARE",
+        None,
+        "fatal",
+        "Drain the node; see whether nvidia-smi lists the GPU, read the kernel log around it for "
+        "Xid 79 or PCIe errors, reseat or replace the card, and check the driver supports it.",
+        ("[   38.773115] NVRM: RmInitAdapter failed! (0x26:0xffff:1127)",),
+        0.7,  # an Xid of the same node names the fault itself
+    ),
     S(
         "nvrm-reset-required",
         (r"NV_ERR_RESET_REQUIRED",),
@@ -720,6 +854,24 @@ CATALOGUE: tuple[Signature, ...] = (
         shared=True,
     ),
     S(
+        "fsspec-timeout",
+        (r"FSTimeoutError",),
+        r"FSTimeoutError(?:: Caught FSTimeoutError in DataLoader worker process (?P<worker>\d+))?",
+        "A remote file system reached through fsspec (S3, GCS, Azure, HTTP) did not answer in "
+        "time: the object store, or the connection to it, stalled or dropped a long-lived "
+        "stream.",
+        "STORAGE_IO",
+        "crash",
+        "error",
+        "Retry with a longer timeout and retries (s3fs/gcsfs config), reopen streams per epoch "
+        "rather than holding one for hours, or stage the data on local disk.",
+        (
+            "fsspec.exceptions.FSTimeoutError: Caught FSTimeoutError in DataLoader worker process 1.",
+        ),
+        0.8,
+        shared=True,
+    ),
+    S(
         "nfs-stale-file-handle",
         (r"Stale file handle",),
         r"\[Errno 116\]|Stale file handle",
@@ -824,6 +976,39 @@ CATALOGUE: tuple[Signature, ...] = (
         0.7,
     ),
     # --- INFRA ---------------------------------------------------------------------
+    S(
+        "ft-launcher-max-nodes-exceeded",
+        (r"Maximum number of nodes \([0-9]+\) exceeded",),
+        r"Maximum number of nodes \((?P<max>\d+)\) exceeded\. Active participant count would be (?P<n>\d+)",
+        "The fault-tolerant launcher's rendezvous had more agents than --nnodes allows (a hot "
+        "spare started without a min:max range, or nodes of another launch joined).",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Give --nnodes a range that counts the spares (e.g. 4:5), or start only as many agents as "
+        "--nnodes; check that every agent uses this job's rendezvous id.",
+        (
+            "ft_rendezvous_barrier.py:1458 [node-A...] Maximum number of nodes (4) exceeded. Active participant count would be 5 (joined=5, left=0). This is likely a configuration error - please check max_nodes setting.",
+        ),
+        0.85,
+    ),
+    S(
+        "ray-autoscaler-infeasible-request",
+        (r"No available node types can fulfill resource request",),
+        r"No available node types can fulfill resource request \{(?:'node:(?P<host>[\w.:-]+)')?",
+        "Ray's autoscaler cannot start any node type that has the resources a task or actor "
+        "asks for (a request tied to a node that is gone, or more GPUs than any node has): the "
+        "work waits for ever.",
+        "INFRA",
+        None,
+        "error",
+        "Find what asks for those resources (a placement tied to a dead node's IP, a GPU count "
+        "above every node type's); restart it without the tie, or add a node type that has them.",
+        (
+            "(autoscaler +4h28m31s) Error: No available node types can fulfill resource request {'node:10.31.29.192': 0.01}. Add suitable node types to this cluster to resolve this issue.",
+        ),
+        0.75,
+    ),
     S(
         "port-in-use",
         (
@@ -1607,6 +1792,82 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- symptoms: a process ended (no category; the verdict's crash-or-hang rule) -------
     S(
+        "orte-lost-daemon",
+        (r"ORTE has lost communication with (?:its|a remote) daemon",),
+        r"ORTE has lost communication with (?:its|a remote) daemon",
+        "Open MPI's mpirun lost the daemon it runs on a node (the node went down, rebooted or "
+        "ran out of memory, or its TCP connection broke) and terminates the job.",
+        None,
+        "crash",
+        "fatal",
+        "Check the node named below it (or in the scheduler's log): uptime, kernel log, memory; "
+        "then the network between it and the launcher.",
+        (
+            "ORTE has lost communication with a remote daemon.",
+            " ORTE has lost communication with its daemon located on node:",
+        ),
+        0.3,
+    ),
+    S(
+        "orte-remote-daemon-node",
+        (r"Remote daemon: \[\[[0-9]+,[0-9]+\],[0-9]+\] on node ",),
+        r"Remote daemon: \[\[\d+,\d+\],\d+\] on node (?P<host>[\w.-]+)",
+        "The node whose Open MPI daemon mpirun lost.",
+        None,
+        "crash",
+        "fatal",
+        "Check that node: uptime, kernel log, memory; then the network to it.",
+        ("  Remote daemon: [[43015,0],20] on node tf-bert-tok-lr-5e-6-fp32-1568214407-worker-19",),
+        0.3,
+    ),
+    S(
+        "sge-commlib-read-error",
+        (r"commlib error: got read error \(closing ",),
+        r'commlib error: got read error \(closing "(?P<host>[\w.-]+)/',
+        "Grid Engine lost the connection to a task's shepherd on a node (the node went down, or "
+        "the connection broke).",
+        None,
+        None,
+        "error",
+        "Check the node named: uptime, kernel log, the execd's messages file.",
+        (
+            'error: commlib error: got read error (closing "ip-10-41-7-23.ec2.internal/shepherd_ijs/1")',
+        ),
+        0.3,
+    ),
+    S(
+        "cray-mpich-abort",
+        (r"MPICH ERROR \[Rank [0-9]+\] \[job id ",),
+        r"MPICH ERROR \[Rank (?P<rank>\d+)\] \[job id [^\]]*\] \[[^\]]*\] \[(?P<host>[\w.-]+)\] - Abort",
+        "A rank called MPI_Abort (Cray MPICH names its rank and node): that rank failed first "
+        "and took the job down.",
+        None,
+        "crash",
+        "fatal",
+        "Read that rank's own lines just before this one for why it aborted.",
+        (
+            "2047: MPICH ERROR [Rank 2047] [job id 51274906.0] [Fri Aug 21 22:45:13 2026] [nid002817] - Abort(1) (rank 2047 in comm 432): application called MPI_Abort(comm=0xC4000001, 1) - process 2047",
+        ),
+        0.3,
+    ),
+    S(
+        "cuda-devices-unavailable",
+        (r"cudaErrorDevicesUnavailable", r"CUDA-capable device\(s\) is/are busy or unavailable"),
+        r"cudaErrorDevicesUnavailable|CUDA-capable device\(s\) is/are busy or unavailable",
+        "CUDA could not open the GPU this process was given: another process holds it in "
+        "exclusive compute mode, or the GPU is in a bad state.",
+        None,
+        None,
+        "error",
+        "nvidia-smi on that node: compute mode, processes on the GPU, and its health (Xid "
+        "lines in the kernel log); give each rank its own GPU.",
+        (
+            "2047: cudaSetDevice(cuda_device_id) error( cudaErrorDevicesUnavailable): CUDA-capable device(s) is/are busy or unavailable /global/u1/u/user1/E3SM/E3SM_SRC1/externals/ekat/extern/kokkos/core/src/Cuda/Kokkos_Cuda_Instance.cpp:544",
+        ),
+        0.5,
+        local=True,
+    ),
+    S(
         "deepspeed-launcher-exit",
         (r"\] exits with return code = ",),
         r"(?:'--local_rank=(?P<local_rank>\d+)'.*)?\] exits with return code = (?P<exitcode>-?\d+)",
@@ -1657,7 +1918,6 @@ CATALOGUE: tuple[Signature, ...] = (
         "prefixes every line with its task index); for Killed/Out Of Memory check `sacct -j "
         "<job> -o MaxRSS,ReqMem`.",
         (
-            "srun: error: gpu27-05: task 0: Out Of Memory",
             "srun: error: hpcn05: task 0: Killed",
             "srun: error: gpu-r07: task 0: Aborted (core dumped)",
         ),
@@ -1924,6 +2184,20 @@ EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
     ),
     E((), _STORE, "STORAGE_IO", 0.65, "an object-store request failed"),
     E(
+        ("FSTimeoutError",),
+        "",
+        "STORAGE_IO",
+        0.65,
+        "a remote file system (fsspec: S3, GCS, HTTP) did not answer in time",
+    ),
+    E(
+        ("OSError",),
+        r"\[Errno 107\] Transport endpoint is not connected",
+        "STORAGE_IO",
+        0.6,
+        "ENOTCONN on a file: a FUSE mount (Drive, s3fs, gcsfuse, blobfuse) lost its daemon",
+    ),
+    E(
         ("MemoryError", "OutOfMemoryError", "ResourceExhaustedError"),
         "",
         "OOM",
@@ -1954,6 +2228,7 @@ EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
             "DatasetGenerationError",
             "DatasetGenerationCastError",
             "CastError",
+            "LibsndfileError",
         ),
         "",
         "DATA",

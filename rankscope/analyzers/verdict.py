@@ -368,6 +368,10 @@ def _first_traceback_end(ctx: Context, file: str, excs: list[Event]) -> Event:
     return end
 
 
+# srun's report that a task ended, however it ended (its out-of-memory kill has its own)
+_SRUN_TASK_ENDED = frozenset({"srun-task-failed", "srun-task-out-of-memory"})
+
+
 def _failed_tasks(ctx: Context, e: Event) -> list[int]:
     """The tasks srun reports ended (``srun: error: cn7: task 3: Killed``) in the root's own
     output file: a step's task index is its rank."""
@@ -375,7 +379,7 @@ def _failed_tasks(ctx: Context, e: Event) -> list[int]:
         {
             x.rank
             for x in ctx.events
-            if x.file == e.file and x.fields.get("sig") == "srun-task-failed" and x.rank is not None
+            if x.file == e.file and x.fields.get("sig") in _SRUN_TASK_ENDED and x.rank is not None
         }
     )[:64]
 
