@@ -2258,6 +2258,41 @@ EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
         "a connection between processes failed",
     ),
     E(("PermissionError",), "", "INFRA", 0.5, "EACCES: permissions of a path or device"),
+    # An exception no rule above knows, of any type: what its message says of the failure
+    # (its words, not its type — a ValueError or RuntimeError raised by a library's own
+    # check), before the type alone calls it a programming error.
+    E(
+        (),
+        r"[Oo]ut of (?:device |GPU |host )?memory|\bOOM\b|RESOURCE_EXHAUSTED|"
+        r"[Ff]ailed to allocate|[Mm]emory (?:exhausted|limit exceeded)",
+        "OOM",
+        0.6,
+        "the message says memory ran out",
+    ),
+    E(
+        (),
+        r"\b(?:NaN|nan|NAN)s?\b|(?<![\w.])-?(?:inf|Inf|Infinity)\b|not finite|[Nn]on-?finite",
+        "NUMERICAL",
+        0.55,
+        "the message names NaN/Inf values",
+    ),
+    E(
+        (),
+        r"[Cc]annot identify|[Uu]nknown (?:file )?format|[Ff]ailed to decode|[Cc]ould not decode|"
+        r"[Uu]nable to decode|[Mm]alformed|[Ii]nvalid (?:image|audio|header|magic)|"
+        r"truncated (?:image|file|record|sample)",
+        "DATA",
+        0.55,
+        "the message says an input could not be decoded",
+    ),
+    E(
+        (),
+        r"[Cc]onnection (?:refused|reset|timed out|closed by)|[Nn]etwork is unreachable|"
+        r"[Nn]o route to host|[Nn]ame or service not known|[Tt]emporary failure in name resolution",
+        "NETWORK",
+        0.5,
+        "the message says a connection failed",
+    ),
     E(
         (
             "ModuleNotFoundError",

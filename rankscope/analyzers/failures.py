@@ -150,6 +150,9 @@ def _nccl_error(e: Event) -> tuple[str, float] | None:
     return "NETWORK", 0.5
 
 
+_IN_WORKER = re.compile(r"Caught (\w+) in DataLoader worker")
+
+
 def _python_exception(e: Event) -> tuple[str, float] | None:
     t = e.fields.get("type", "")
     msg = str(e.fields.get("message", ""))
@@ -157,8 +160,15 @@ def _python_exception(e: Event) -> tuple[str, float] | None:
         return None  # distributed echoes of another failure
     if "NCCL" in msg or "Watchdog" in msg or "ProcessGroup" in msg:
         return None
-    if "DataLoader" in msg or "Loader" in t:
-        return "DATA", 0.7
+    wrapped = _IN_WORKER.search(msg)
+    if wrapped or "DataLoader" in msg or "Loader" in t:
+        # "Caught OSError in DataLoader worker process 1": the worker's own exception
+        # decides when a rule knows it (a full disk, a memory error, a remote store's
+        # timeout); else it is the data the worker was loading
+        inner = exception_rule(wrapped.group(1), msg) if wrapped else None
+        if inner is None or inner.category == "SOFTWARE":
+            return "DATA", 0.7
+        return inner.category, inner.confidence
     rule = exception_rule(t, msg)
     # a bare programming error decides only when nothing more specific does
     return rule.category, (0.45 if rule.category == "SOFTWARE" else rule.confidence)
