@@ -1793,8 +1793,8 @@ CATALOGUE: tuple[Signature, ...] = (
     # --- symptoms: a process ended (no category; the verdict's crash-or-hang rule) -------
     S(
         "orte-lost-daemon",
-        (r"ORTE has lost communication with (?:its|a remote) daemon",),
-        r"ORTE has lost communication with (?:its|a remote) daemon",
+        (r"ORTE has lost communication with its daemon located on node",),
+        r"ORTE has lost communication with its daemon located on node",
         "Open MPI's mpirun lost the daemon it runs on a node (the node went down, rebooted or "
         "ran out of memory, or its TCP connection broke) and terminates the job.",
         None,
@@ -1802,17 +1802,15 @@ CATALOGUE: tuple[Signature, ...] = (
         "fatal",
         "Check the node named below it (or in the scheduler's log): uptime, kernel log, memory; "
         "then the network between it and the launcher.",
-        (
-            "ORTE has lost communication with a remote daemon.",
-            " ORTE has lost communication with its daemon located on node:",
-        ),
+        (" ORTE has lost communication with its daemon located on node:",),
         0.3,
     ),
     S(
         "orte-remote-daemon-node",
         (r"Remote daemon: \[\[[0-9]+,[0-9]+\],[0-9]+\] on node ",),
         r"Remote daemon: \[\[\d+,\d+\],\d+\] on node (?P<host>[\w.-]+)",
-        "The node whose Open MPI daemon mpirun lost.",
+        "Open MPI's mpirun lost its daemon on this node (the node went down, rebooted or ran "
+        "out of memory, or its TCP connection broke) and terminates the job.",
         None,
         "crash",
         "fatal",
@@ -1825,9 +1823,9 @@ CATALOGUE: tuple[Signature, ...] = (
         (r"commlib error: got read error \(closing ",),
         r'commlib error: got read error \(closing "(?P<host>[\w.-]+)/',
         "Grid Engine lost the connection to a task's shepherd on a node (the node went down, or "
-        "the connection broke).",
+        "the connection broke): the task on it is gone.",
         None,
-        None,
+        "crash",
         "error",
         "Check the node named: uptime, kernel log, the execd's messages file.",
         (

@@ -945,8 +945,10 @@ class VerdictAnalyzer:
             return None
         fatal = ctx.kinds(*FATAL)
         root = ctx.facts.torchrun_first or (fatal[0] if fatal else s.ended[0])
-        # a symptom that names the rank that ended (mpirun, srun) names the culprit
+        # a symptom that names the rank that ended (mpirun, srun) names the culprit; one that
+        # names only the node it lost (Open MPI's daemon, Grid Engine's shepherd) names that
         named = root in s.ended and root.rank is not None
+        lost = root in s.ended and root.rank is None and root.fields.get("host")
         return Verdict(
             shape="crash",
             category="UNKNOWN",
@@ -954,7 +956,7 @@ class VerdictAnalyzer:
             root=root,
             root_label="processes failed without a recognised cause",
             culprit_ranks=[root.rank] if named and root.rank is not None else [],
-            culprit_hosts=[root.host] if named and root.host else [],
+            culprit_hosts=[root.host] if named and root.host else [lost] if lost else [],
         )
 
     def _preprocessing_hang(self, ctx: Context, causes: list[dict[str, Any]]) -> Verdict | None:
