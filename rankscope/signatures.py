@@ -128,6 +128,20 @@ CATALOGUE: tuple[Signature, ...] = (
         0.85,
     ),
     S(
+        "cxx-bad-alloc",
+        (r"instance of 'std::bad_alloc'",),
+        r"std::bad_alloc",
+        "C++ code (a framework's runtime, a tokenizer, a data loader's extension) could not "
+        "allocate host memory: std::bad_alloc ends the process.",
+        "OOM",
+        "crash",
+        "fatal",
+        "Check the host's memory at the time (dmesg, sacct MaxRSS, the container's limit); lower "
+        "what the process holds in RAM (workers, caches, a dataset loaded whole).",
+        ("terminate called after throwing an instance of 'std::bad_alloc'",),
+        0.75,
+    ),
+    S(
         "tf-oom-allocating-tensor",
         (r"OOM when allocating tensor",),
         r"OOM when allocating tensor with shape\[?(?P<shape>[^\]\s]*)\]?.*?(?:on (?P<device>\S+))?",
@@ -976,6 +990,25 @@ CATALOGUE: tuple[Signature, ...] = (
         0.7,
     ),
     # --- INFRA ---------------------------------------------------------------------
+    S(
+        "store-clients-missing",
+        (r"seconds waiting for (?:clients|workers)\. [0-9]+/[0-9]+ (?:clients|workers) joined",),
+        r"Timed out after (?P<s>\d+) seconds waiting for (?:clients|workers)\. "
+        r"(?P<joined>\d+)/(?P<n>\d+) (?:clients|workers) joined",
+        "The rendezvous store's server (rank 0's TCPStore) waited for every process to connect and "
+        "some never did: they did not start, started with another MASTER_ADDR/PORT or world size, "
+        "or cannot reach it.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Check that every node's processes started (the scheduler's step, the launcher's log on "
+        "each node) with the same MASTER_ADDR, MASTER_PORT and world size, and can reach that "
+        "address (firewall, the interface it resolves to).",
+        (
+            "torch.distributed.DistStoreError: Timed out after 1801 seconds waiting for clients. 1/3 clients joined.",
+        ),
+        0.55,  # as a rendezvous timeout: another line may name why they never came
+    ),
     S(
         "ft-launcher-max-nodes-exceeded",
         (r"Maximum number of nodes \([0-9]+\) exceeded",),
