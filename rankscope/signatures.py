@@ -1439,6 +1439,30 @@ CATALOGUE: tuple[Signature, ...] = (
         local=True,
     ),
     S(
+        "ib-async-event",
+        (
+            r"NET/IB ?: (?:\S+ )?Got async event : ",
+            r"NET/IB ?: (?:\S+ )?async fatal event on (?:QP|CQ|SRQ) ",
+        ),
+        r"NET/IB ?: (?:(?P<dev>\S+) )?(?:Got async event|async fatal event on (?:QP|CQ|SRQ) "
+        r"\([^)]*\)) ?: (?P<event>.+)",
+        "The InfiniBand adapter of this process reported an asynchronous error on its own queues "
+        "(a local access violation, a work queue or completion queue error): the connections "
+        "through it fail after it.",
+        "NETWORK",
+        None,  # a WARN line: the collectives stall or fail after it
+        "error",
+        "Drain that node; check the adapter and its driver (dmesg for mlx5 messages, the firmware "
+        "and OFED versions, ibstat) and, for a local access violation, the memory registration "
+        "path (GPUDirect RDMA / nvidia-peermem, NCCL's IB plugin) before putting it back.",
+        (
+            "2025-10-03 15:39:31.043 +08:00 [2025-10-03 07:39:30] h100-41:251:1233 [0] transport/net_ib.cc:180 NCCL WARN NET/IB : mlx5_ib0:1 async fatal event on QP (0x7f69f01519a8): local access violation work queue error",
+            "node317:128411:128475 [0] transport/net_ib.cc:101 NCCL WARN NET/IB : mlx5_0:1 Got async event : local access violation work queue error",
+        ),
+        0.9,  # the adapter's own error: the completion errors on its peers follow it
+        local=True,
+    ),
+    S(
         "ib-completion-error",
         (
             r"Got completion from peer .* with error [0-9]+",
@@ -1446,8 +1470,10 @@ CATALOGUE: tuple[Signature, ...] = (
             r"Got completion from peer .* with status=[0-9]+",
         ),
         r"Got completion (?:from peer (?P<peer>\S+) )?with (?:error |status=)(?P<code>\d+)",
-        "An InfiniBand work request failed (error 12 = transport retries exceeded, the link or the "
-        "peer's port).",
+        "An InfiniBand work request failed with the error status the line names (12 = transport "
+        "retries exceeded, the link or the peer's port; 4 = a local protection error on this "
+        "node's memory registration; 9 = the peer refused the request; 5 = flushed after an "
+        "earlier error).",
         "NETWORK",
         None,
         "fatal",
