@@ -1851,6 +1851,44 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- symptoms: a process ended (no category; the verdict's crash-or-hang rule) -------
     S(
+        "gloo-op-timeout",
+        (
+            r"Timed out waiting [0-9]+ms for (?:send|recv) operation to complete",
+            r"Application timeout caused pair closure",
+        ),
+        r"Timed out waiting (?P<ms>\d+)ms for (?P<op>send|recv) operation to complete"
+        r"|Application timeout caused pair closure",
+        "A Gloo operation (a CPU-side collective, barrier or send/recv) waited its whole timeout "
+        "for a peer that never took part: the peer is stuck, busy elsewhere, or gone.",
+        None,
+        "hang",
+        "error",
+        "Find the peer that did not reach the same operation (its own last lines, a stack dump "
+        "with py-spy); raise the timeout only if it was merely slow.",
+        (
+            "vllm-qwen-72b-instruct  | (VllmWorker rank=0 pid=231) ERROR 03-02 13:45:00 [parallel_state.py:1158] Error ignored in is_in_the_same_node: [/pytorch/third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:133] Timed out waiting 1800000ms for send operation to complete",
+            "(VllmWorkerProcess pid=81) ERROR 05-02 01:30:49 multiproc_worker_utils.py:225] Exception in worker VllmWorkerProcess while processing method start_worker_execution_loop: [../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 1800000ms for recv operation to complete, Traceback (most recent call last):",
+            "ERROR 01-19 20:44:06 engine.py:400] RuntimeError: Application timeout caused pair closure",
+        ),
+        0.4,
+    ),
+    S(
+        "store-wait-timeout",
+        (r"DistStoreError: wait timeout after [0-9]+ms, keys: ",),
+        r"wait timeout after (?P<ms>\d+)ms, keys: (?P<keys>\S+)",
+        "A process waited for a key in the rendezvous store that another process was to set and "
+        "never did (that process is stuck, slower by more than the timeout, or gone).",
+        None,
+        "hang",
+        "error",
+        "Find the process that sets that key (the key names the group and the step) and read "
+        "its last lines; raise the timeout only if it was merely slow.",
+        (
+            "[rank0]: torch.distributed.DistStoreError: wait timeout after 300000ms, keys: /broadcast_from/0/75465",
+        ),
+        0.4,
+    ),
+    S(
         "orte-lost-daemon",
         (r"ORTE has lost communication with its daemon located on node",),
         r"ORTE has lost communication with its daemon located on node",

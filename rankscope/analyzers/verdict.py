@@ -136,6 +136,7 @@ _EXIT_XIDS = {45, 79}
 _WAIT_TIMEOUT = lazy_compile(
     r"Socket Timeout|[Tt]imed out waiting|[Ww]ait timeout|exit barrier"
     r"|collective operation timeout|Read timeout \["  # gloo's collective timeout
+    r"|Application timeout caused pair closure"  # gloo's pair closed by that timeout
 )
 
 
@@ -959,6 +960,27 @@ class VerdictAnalyzer:
             culprit_hosts=[root.host] if named and root.host else [lost] if lost else [],
         )
 
+    def _rule_waited_unexplained(self, ctx: Context, s: _Situation) -> Verdict | None:
+        # a catalogued "waited on a peer" symptom (Gloo's or the store's timeout, category
+        # None, shape hang) and nothing else: the job hung, on peers the logs do not show
+        waits = [
+            e
+            for e in ctx.events
+            if "sig" in e.fields
+            and (sig := BY_ID.get(str(e.fields["sig"]))) is not None
+            and sig.category is None
+            and sig.shape == "hang"
+        ]
+        if not waits:
+            return None
+        return Verdict(
+            shape="hang",
+            category="UNKNOWN",
+            confidence=0.3,
+            root=waits[0],
+            root_label="a process waited on peers that never took part",
+        )
+
     def _preprocessing_hang(self, ctx: Context, causes: list[dict[str, Any]]) -> Verdict | None:
         """Ranks waited at the first collectives (a barrier) while the main process was still
         preprocessing the dataset: a data-preparation hang on that process."""
@@ -1460,6 +1482,7 @@ _DECISION_RULES: tuple[tuple[str, Callable[..., Verdict | None]], ...] = (
     ("a collective timeout no rank explains", VerdictAnalyzer._rule_unexplained_timeout),
     ("a worker killed by SIGKILL", VerdictAnalyzer._rule_sigkill),
     ("processes failed without a cause", VerdictAnalyzer._rule_failed_unexplained),
+    ("a process waited on peers that never came", VerdictAnalyzer._rule_waited_unexplained),
 )
 
 
