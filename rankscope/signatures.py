@@ -991,6 +991,74 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- INFRA ---------------------------------------------------------------------
     S(
+        "nccl-shm-segment-failed",
+        (r"Error while creating shared memory segment /dev/shm/",),
+        r"Error while creating shared memory segment (?P<path>/dev/shm/\S+) \(size (?P<size>\d+)\)",
+        "NCCL could not create its shared-memory segment in /dev/shm for the processes of one "
+        "node: the container's /dev/shm is too small (Docker's default is 64 MB).",
+        "INFRA",
+        None,
+        "fatal",
+        "Give the container a larger /dev/shm (docker --shm-size=16g or --ipc=host; an emptyDir "
+        "with medium Memory in Kubernetes), or NCCL_SHM_DISABLE=1 at some cost in speed.",
+        (
+            "[rank0]: Error while creating shared memory segment /dev/shm/nccl-Kp3vWd (size 5767520)",
+        ),
+        0.85,
+        shared=True,
+    ),
+    S(
+        "ascend-hccp-init-failed",
+        (r"Failed to initialize the HCCP process\.",),
+        r"Failed to initialize the HCCP process\. Reason: (?P<why>.*)",
+        "Ascend's collective runtime could not start its HCCP process on the NPU: a process of an "
+        "earlier run still holds the device.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Kill the leftover training processes on that node (npu-smi info shows them) or wait for "
+        "them to exit, then start the job again.",
+        (
+            "EJ0001: 2026-02-10-09:31:17.167.645 Failed to initialize the HCCP process. Reason: Maybe the last training process is running.",
+        ),
+        0.8,
+    ),
+    S(
+        "xla-coordination-barrier-timeout",
+        (r"DEADLINE_EXCEEDED: Barrier timed out\. (?:Barrier_id|Id): ",),
+        r"Barrier timed out\. (?:Barrier_id|Id): (?P<barrier>[^.\s]+(?:\.\S+)?)",
+        "JAX's (XLA's) coordination service waited for every task to connect or register and some "
+        "never did: they were not started, started with another process count, or cannot reach "
+        "the coordinator.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Start every process of the job (jax.distributed.initialize's num_processes must match "
+        "what the launcher starts), with the same coordinator address, and check that each can "
+        "reach it; read the log of a task that never registered.",
+        (
+            "jaxlib.xla_extension.XlaRuntimeError: DEADLINE_EXCEEDED: Barrier timed out. Barrier_id: PjRT_Client_Connect. Timed out task names:",
+            "Original error: DEADLINE_EXCEEDED: Barrier timed out. Id: [Init]Wait_for_all_tasks_to_register::0. This usually happens because a task triggered the barrier too early or too slowly. Please look at the task logs (both timed out and first task) to debug further.",
+        ),
+        0.55,  # as a rendezvous timeout: another line may name why they never came
+    ),
+    S(
+        "ssh-cannot-resolve-host",
+        (r"ssh: Could not resolve hostname [^ :\n]+: ",),
+        r"ssh: Could not resolve hostname (?P<host>[\w.-]+): ",
+        "The launcher (mpirun, pdsh, the deepspeed runner) could not reach a node over ssh: its "
+        "name does not resolve (the node or pod is not up yet, or the hostfile names it wrongly).",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Check the hostfile against the nodes that are up (a pod's DNS name exists only once it "
+        "runs: start the launcher after the workers), and the resolver on the launcher's node.",
+        (
+            "ssh: Could not resolve hostname tf-hvd-job-worker-5.tf-hvd-job: Name or service not known",
+        ),
+        0.8,
+    ),
+    S(
         "store-clients-missing",
         (r"seconds waiting for (?:clients|workers)\. [0-9]+/[0-9]+ (?:clients|workers) joined",),
         r"Timed out after (?P<s>\d+) seconds waiting for (?:clients|workers)\. "
@@ -1305,10 +1373,12 @@ CATALOGUE: tuple[Signature, ...] = (
         "ib-memlock-limit",
         (
             r"ibv_reg_mr[a-z0-9_]* failed with error Cannot allocate memory",
+            r"ibv_reg_dmabuf_mr failed with error Cannot allocate memory",
             r"Call to ibv_create_qp failed",
         ),
-        r"ibv_(?P<verb>reg_mr\w*|create_qp) failed",
-        "InfiniBand could not pin memory / create a queue pair: the locked-memory limit (ulimit -l) is too low.",
+        r"ibv_(?P<verb>reg_(?:dmabuf_)?mr\w*|create_qp) failed",
+        "InfiniBand could not pin memory / create a queue pair: the locked-memory limit (ulimit -l) "
+        "is too low, or NCCL asks for more than it allows (a large NCCL_BUFFSIZE, many channels).",
         "INFRA",
         None,
         "fatal",
@@ -1316,6 +1386,7 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             "gpu-t04:10561:10647 [0] misc/ibvwrap.cc:278 NCCL WARN Call to ibv_reg_mr_iova2 failed with error Cannot allocate memory",
             "gpu-w07 [0] misc/ibvwrap.cu:269 WARN Call to ibv_create_qp failed",
+            "[2025-05-07 17:17:39] node-c3:427:3611 [5] misc/ibvwrap.cc:183 NCCL WARN Call to ibv_reg_dmabuf_mr failed with error Cannot allocate memory",
         ),
         0.85,
     ),
@@ -1850,6 +1921,83 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     # --- symptoms: a process ended (no category; the verdict's crash-or-hang rule) -------
+    S(
+        "xla-rendezvous-stuck",
+        (r"rendezvous\.cc:[0-9]+\] This thread has been waiting for ",),
+        r"This thread has been waiting for `(?P<what>[^`;]*)",
+        "An XLA rendezvous (setting up or running a collective across devices) is still waiting "
+        "for threads that have not joined: a process or device of the collective never arrived.",
+        None,
+        "hang",
+        "error",
+        "Find the process whose devices never joined (each host must run the same collective); "
+        "read its last lines.",
+        (
+            "2026-01-13 17:14:59.920189: E external/xla/xla/service/rendezvous.cc:38] This thread has been waiting for `initialize clique for rank 6; clique=devices=[0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15]; stream=0; run_id=724296073` for 10 seconds and may be stuck. Expected 8 threads to join the rendezvous, but not all of them arrived on time.",
+        ),
+        0.4,
+    ),
+    S(
+        "horovod-stalled-ranks",
+        (r"Stalled ops:", r"\[missing ranks: [0-9]", r"\[ready ranks: [0-9]"),
+        r"\[missing ranks: (?P<missing>[\d, ]+)\]|\[ready ranks: (?P<ready>[\d, ]+)\]|Stalled ops:",
+        "Horovod's stall check: some ranks submitted a collective and wait for the others, which "
+        "never submitted it (the ranks listed as missing, or all but the ready ones).",
+        None,
+        "hang",
+        "error",
+        "Read the missing ranks' last lines; if they are alive, compare the tensor names each rank "
+        "submits (a name that differs by rank never matches).",
+        (
+            "[1,0]<stderr>:Stalled ops:HorovodBroadcast_dense_1_bias_0 [missing ranks: 1]",
+            "model/model/DistributedAdamOptimizer_Allreduce/HorovodAllreduce_model_model_gradients_AddN_58_0 [ready ranks: 1], ",
+        ),
+        0.4,
+    ),
+    S(
+        "vllm-shm-broadcast-stalled",
+        (r"No available shared memory broadcast block found in [0-9]+ seconds",),
+        r"No available shared memory broadcast block found in (?P<s>\d+) seconds",
+        "vLLM's engine could not hand work to its workers for a minute: they stopped taking it "
+        "(a worker hung, or is compiling or quantizing for that long).",
+        None,
+        "hang",
+        "warning",
+        "Dump the workers' stacks (py-spy dump) to see where they wait; if they are compiling, "
+        "wait or warm the cache.",
+        (
+            "(EngineCore_DP1 pid=2318) INFO 04-19 14:44:28 [shm_broadcast.py:681] No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).",
+        ),
+        0.4,
+    ),
+    S(
+        "tf-collective-deadline-exceeded",
+        (r"BaseCollectiveExecutor::StartAbort DEADLINE_EXCEEDED",),
+        r"BaseCollectiveExecutor::StartAbort DEADLINE_EXCEEDED",
+        "TensorFlow aborted a collective when a call to another worker hit its deadline: that "
+        "worker (or the link to it) did not answer.",
+        None,
+        None,
+        "error",
+        "Read the other workers' logs at that time; check that every worker started and that the "
+        "chief's address in TF_CONFIG is reachable.",
+        (
+            "2026-03-17 11:10:57.934361: E tensorflow/core/common_runtime/base_collective_executor.cc:249] BaseCollectiveExecutor::StartAbort DEADLINE_EXCEEDED: Deadline Exceeded",
+        ),
+        0.45,
+    ),
+    S(
+        "openmpi-signal-host",
+        (r"\] Signal: [A-Z][a-z]+[a-z ]* \([0-9]+\)",),
+        r"\[(?P<host>[A-Za-z][\w.-]*):\d+\] Signal: (?P<signal>[A-Za-z][A-Za-z ]*) \((?P<n>\d+)\)",
+        "Open MPI's signal handler reports the signal that ended a process, and on which node.",
+        None,
+        "crash",
+        "fatal",
+        "Read that process's own last lines on that node (and the backtrace under this line).",
+        ("[dgx-b12:13871] Signal: Segmentation fault (11)",),
+        0.3,
+    ),
     S(
         "gloo-op-timeout",
         (

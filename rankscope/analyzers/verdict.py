@@ -12,6 +12,7 @@ symptom, else UNKNOWN) or every rank inside the collective (NETWORK).
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -973,12 +974,17 @@ class VerdictAnalyzer:
         ]
         if not waits:
             return None
+        # the ranks such a line names as the ones that never came (Horovod's "missing ranks")
+        missing = sorted(
+            {int(r) for e in waits for r in re.findall(r"\d+", str(e.fields.get("missing", "")))}
+        )
         return Verdict(
             shape="hang",
             category="UNKNOWN",
             confidence=0.3,
-            root=waits[0],
+            root=next((e for e in waits if e.fields.get("missing")), waits[0]),
             root_label="a process waited on peers that never took part",
+            culprit_ranks=missing[:64],
         )
 
     def _preprocessing_hang(self, ctx: Context, causes: list[dict[str, Any]]) -> Verdict | None:
