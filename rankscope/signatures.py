@@ -991,9 +991,88 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- INFRA ---------------------------------------------------------------------
     S(
+        "slurm-prolog-failed",
+        (r"Prolog failure on node ", r"PrologSlurmctld failed"),
+        r"Prolog failure on node (?P<host>[\w.-]+)|PrologSlurmctld failed",
+        "SLURM's prolog (the site's script that prepares a node for a job) failed, so the job "
+        "never started there: the allocation is revoked and the node is usually drained.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Ask the cluster's admins (or read slurmd's/slurmctld's log on that node for the prolog's "
+        "error); resubmit, excluding the node (--exclude) until it is fixed.",
+        (
+            "salloc: Prolog failure on node t017-004",
+            "srun: PrologSlurmctld failed, job killed",
+        ),
+        0.85,
+    ),
+    S(
+        "slurm-allocation-revoked",
+        (r"Job allocation [0-9]+ has been revoked",),
+        r"Job allocation (?P<job>\d+) has been revoked",
+        "SLURM took the job's allocation back before (or while) it ran: a prolog failure, a node "
+        "failure or an administrator ended it.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Find why in the lines before it or `sacct -j <job> -o State,Reason,NodeList`; resubmit.",
+        ("salloc: Job allocation 418327 has been revoked.",),
+        0.7,
+    ),
+    S(
+        "pyxis-container-setup-failed",
+        (
+            r"pyxis: failed to import docker image",
+            r"spank_pyxis\.so: [a-z_]+\(\) failed",
+            r"pyxis: couldn't mkdir ",
+            r"launch failed: Plugin initialization failed",
+        ),
+        r"pyxis: failed to import docker image|spank_pyxis\.so: (?P<hook>[a-z_]+)\(\) failed"
+        r"|pyxis: couldn't mkdir (?P<path>\S+)|launch failed: Plugin initialization failed",
+        "SLURM's container plugin (pyxis with enroot) could not set up the job's container on the "
+        "node: its runtime directories, permissions or image import failed, so no task started.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Read pyxis's own lines above it (the directory or the import that failed); the enroot "
+        "runtime paths (ENROOT_RUNTIME_PATH, /run/enroot) must exist and be writable on the node.",
+        (
+            "slurmstepd: error: pyxis: failed to import docker image",
+            "slurmstepd: error: spank: required plugin spank_pyxis.so: task_init_privileged() failed with rc=-1",
+            "[2019-07-11T15:36:42.117] [48213.0] error: pyxis: couldn't mkdir /run/pyxis/100005: No such file or directory",
+            "srun: error: task 0 launch failed: Plugin initialization failed",
+        ),
+        0.8,
+    ),
+    S(
+        "nvml-init-failed",
+        (r"Failed to initialize NVML: (?:Driver/library version mismatch|Unknown Error)",),
+        r"Failed to initialize NVML: (?P<why>Driver/library version mismatch|Unknown Error)",
+        "The NVIDIA management library cannot start on the node or in the container: the driver "
+        "was upgraded under the loaded kernel module (version mismatch), or the container lost "
+        "its access to the GPU devices (unknown error, after a systemd reload of the host's "
+        "cgroups); no CUDA process starts there.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Version mismatch: drain the node and reboot it (or reload the nvidia modules), and keep "
+        "unattended upgrades off the driver. Unknown error in a container: restart the container; "
+        "fix the runtime's cgroup setup (nvidia-container-toolkit's systemd-cgroup notes).",
+        (
+            "Failed to initialize NVML: Driver/library version mismatch",
+            "Failed to initialize NVML: Unknown Error",
+        ),
+        0.8,
+    ),
+    S(
         "nccl-shm-segment-failed",
-        (r"Error while creating shared memory segment /dev/shm/",),
-        r"Error while creating shared memory segment (?P<path>/dev/shm/\S+) \(size (?P<size>\d+)\)",
+        (
+            r"Error while creating shared memory segment (?:/dev/shm/)?nccl-",
+            r"Call to posix_fallocate failed : No space left on device",
+        ),
+        r"Error while creating shared memory segment (?P<path>\S+) \(size (?P<size>\d+)\)"
+        r"|Call to posix_fallocate failed : No space left on device",
         "NCCL could not create its shared-memory segment in /dev/shm for the processes of one "
         "node: the container's /dev/shm is too small (Docker's default is 64 MB).",
         "INFRA",
@@ -1003,6 +1082,8 @@ CATALOGUE: tuple[Signature, ...] = (
         "with medium Memory in Kubernetes), or NCCL_SHM_DISABLE=1 at some cost in speed.",
         (
             "[rank0]: Error while creating shared memory segment /dev/shm/nccl-Kp3vWd (size 5767520)",
+            "[3] include/shm.h:28 NCCL WARN Call to posix_fallocate failed : No space left on device",
+            "[3] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-5c02e7a9d14b3f86-1-2-3 (size 9637888)",
         ),
         0.85,
         shared=True,
@@ -1921,6 +2002,19 @@ CATALOGUE: tuple[Signature, ...] = (
         0.9,
     ),
     # --- symptoms: a process ended (no category; the verdict's crash-or-hang rule) -------
+    S(
+        "pyxis-fatal",
+        (r"pyxis: +FATAL ERROR:",),
+        r"pyxis: +FATAL ERROR:(?P<what>.*)",
+        "pyxis (SLURM's container plugin) stopped on a fatal error while preparing the container: "
+        "the step does not start.",
+        None,
+        "crash",
+        "fatal",
+        "Read the pyxis lines around it for what failed (space in its runtime path, the image).",
+        ("slurmstepd: error: pyxis:     FATAL ERROR:Failed to write to output filesystem",),
+        0.3,
+    ),
     S(
         "xla-rendezvous-stuck",
         (r"rendezvous\.cc:[0-9]+\] This thread has been waiting for ",),
