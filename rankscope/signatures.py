@@ -1826,6 +1826,20 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- SOFTWARE ------------------------------------------------------------------
     S(
+        "nccl-net-id-not-found",
+        (r"NCCL WARN Could not find NET with id [0-9]+",),
+        r"Could not find NET with id (?P<id>\d+)",
+        "NCCL's topology search picked a network device it then could not find: a bug of NCCL "
+        "2.26's multi-node search (fixed in 2.27), seen with the containers that ship it.",
+        "SOFTWARE",
+        "crash",
+        "fatal",
+        "Use an NCCL of 2.27 or later (a newer container, or the nvidia-nccl wheel on the library "
+        "path); as a stopgap pin the network with NCCL_NET and NCCL_IB_HCA.",
+        ("graph/topo.h:230 NCCL WARN Could not find NET with id 0",),
+        0.75,
+    ),
+    S(
         "nccl-topo-reverse-path",
         (r"Failed to find reverse path from remNode",),
         r"Failed to find reverse path from remNode (?P<rem>\S+) nlinks (?P<n>\d+) to node (?P<node>\S+)",
@@ -2003,6 +2017,25 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- symptoms: a process ended (no category; the verdict's crash-or-hang rule) -------
     S(
+        "nccl-unique-id-not-published",
+        (r"is setting up NCCL communicator and retrieving ncclUniqueId from \[[0-9]+\]",),
+        r"\[(?P<waiter>\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from "
+        r"\[(?P<missing>\d+)\]",
+        "A rank waited in the store for the NCCL id that the group's first rank publishes when it "
+        "creates the communicator, and it never came: that rank had not reached the collective "
+        "(still loading, stuck, or gone).",
+        None,
+        "hang",
+        "error",
+        "Read the named rank's last lines: what it was doing instead of the first collective "
+        "(loading weights or data can outlast the timeout; raise it where the process group is "
+        "created).",
+        (
+            "torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c1",
+        ),
+        0.4,
+    ),
+    S(
         "pyxis-fatal",
         (r"pyxis: +FATAL ERROR:",),
         r"pyxis: +FATAL ERROR:(?P<what>.*)",
@@ -2116,7 +2149,7 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     S(
         "store-wait-timeout",
-        (r"DistStoreError: wait timeout after [0-9]+ms, keys: ",),
+        (r"wait timeout after [0-9]+ms, keys: ",),
         r"wait timeout after (?P<ms>\d+)ms, keys: (?P<keys>\S+)",
         "A process waited for a key in the rendezvous store that another process was to set and "
         "never did (that process is stuck, slower by more than the timeout, or gone).",
