@@ -209,8 +209,10 @@ CATALOGUE: tuple[Signature, ...] = (
             r"CUDA_ERROR_OUT_OF_MEMORY",
             r"Cuda failure 'out of memory'",
             r"CUDA Error: out of memory at ",
+            r"CUresult error: 2 \(out of memory\)",
         ),
-        r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure 'out of memory'|CUDA Error: out of memory at \S+",
+        r"CUDA_ERROR_OUT_OF_MEMORY|Cuda failure 'out of memory'|CUDA Error: out of memory at \S+"
+        r"|CUresult error: 2 \(out of memory\)",
         "The CUDA driver refused a device allocation: the GPU is full (often two processes on one "
         "device; under vLLM's sleep mode, wake_up mapping the sleeping memory back).",
         "OOM",
@@ -221,6 +223,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "E tensorflow/stream_executor/cuda/cuda_driver.cc:806] failed to allocate 512.00M (536870912 bytes) from device: CUDA_ERROR_OUT_OF_MEMORY: out of memory",
             "c231n07:162057:167199 [0] init.cu:218 WARN Cuda failure 'out of memory'",
             "(ActorModelRayActor pid=291734) RuntimeError: CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62",
+            "[torch_memory_saver.cpp] CUresult error: 2 (out of memory) file=csrc/utils.h func=cu_mem_create line=187",
         ),
         0.95,
     ),
@@ -676,6 +679,21 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- HARDWARE ------------------------------------------------------------------
     S(
+        "host-memory-multibit-ecc",
+        (r"\[Hardware Error\]: +error_type: [0-9]+, multi-bit ECC",),
+        r"error_type: (?P<type>\d+), multi-bit ECC",
+        "The node's firmware reports a multi-bit (uncorrectable) ECC error in its own memory "
+        "(DRAM, through APEI/GHES): what was stored there is lost, and what used it fails.",
+        "HARDWARE",
+        None,
+        "error",
+        "Drain the node; have the DIMM the firmware names (ipmitool sel list, the BMC's event "
+        "log) tested or replaced.",
+        ("Dec  3 09:36:22 kv-srv-207 kernel: {7}[Hardware Error]:   error_type: 3, multi-bit ECC",),
+        0.8,
+        local=True,
+    ),
+    S(
         "nvrm-rminitadapter-failed",
         (r"RmInitAdapter failed!",),
         r"RmInitAdapter failed! \((?P<code>[0-9a-fx:]+)\)",
@@ -929,8 +947,10 @@ CATALOGUE: tuple[Signature, ...] = (
             r"failed finding central directory",
             r"MetadataIncompleteBuffer",
             r"unexpected EOF, expected [0-9]+ more bytes",
+            r"Error while deserializing header: HeaderTooLarge",
         ),
-        r"failed finding central directory|MetadataIncompleteBuffer|unexpected EOF, expected (?P<missing>\d+) more bytes",
+        r"failed finding central directory|MetadataIncompleteBuffer|HeaderTooLarge"
+        r"|unexpected EOF, expected (?P<missing>\d+) more bytes",
         "A checkpoint/weights file is truncated or corrupt (an interrupted download or save).",
         "STORAGE_IO",
         "crash",
@@ -940,6 +960,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory",
             "safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer",
             "RuntimeError: unexpected EOF, expected 609814 more bytes. The file might be corrupted.",
+            "safetensors_rust.SafetensorError: Error while deserializing header: HeaderTooLarge",
         ),
         0.9,
     ),
@@ -2017,6 +2038,40 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- symptoms: a process ended (no category; the verdict's crash-or-hang rule) -------
     S(
+        "tcpstore-server-gone",
+        (
+            r"recvValue failed on SocketImpl\(",
+            r"maybe TCPStore server has shut down too early",
+        ),
+        r"recvValue failed on SocketImpl\([^)]*remote=\[(?P<peer>[^\]]+)\]|maybe TCPStore server has shut down too early",
+        "A process lost its connection to the rendezvous store (the store's server, in rank 0's "
+        "process or the launcher on the first node, closed it): that process or node ended, "
+        "or the connection to it broke.",
+        None,
+        None,
+        "error",
+        "Read the first node's rank 0 (or its launcher) at that time: why it ended; then the "
+        "network path to it.",
+        (
+            "[W1009 03:54:49.636977195 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=15, addr=[a4b19e07c2d8-node-0-1.a4b19e07c2d8.kubeflow-user-example-com.svc.cluster.local]:60560, remote=[a4b19e07c2d8-node-0-0.a4b19e07c2d8.kubeflow-user-example-com.svc.cluster.local]:29500): failed to recv, got 0 bytes Exception raised from recvBytes at /pytorch/torch/csrc/distributed/c10d/Utils.hpp:678 (most recent call first): frame #0: c10::Error::Error(c10::SourceLocation, std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >) + 0x98 (0x7f0ec5b785e8 in /opt/conda/lib/python3.11/site-packages/torch/lib/libc10.so) frame #1: <unknown function> + 0x5ba8bfe (0x7f0eaa0afbfe in /opt/conda/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so)",
+            '[rank87]:[W1104 01:29:53.261611977 ProcessGroupNCCL.cpp:1783] [PG ID 0 PG GUID 0 Rank 87] Failed to check the "should dump" flag on TCPStore, (maybe TCPStore server has shut down too early), with error: Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?',
+        ),
+        0.35,
+    ),
+    S(
+        "glog-check-failed",
+        (r"\*\*\* Check failure stack trace: \*\*\*",),
+        r"\*\*\* Check failure stack trace: \*\*\*",
+        "A C++ library's CHECK (glog: XLA, TensorFlow, a transport plugin) failed and aborted the "
+        "process; the 'Check failed:' line above says what.",
+        None,
+        "crash",
+        "fatal",
+        "Read the 'Check failed:' line and the F-level line before it for the condition that failed.",
+        ("*** Check failure stack trace: ***",),
+        0.3,
+    ),
+    S(
         "nccl-unique-id-not-published",
         (r"is setting up NCCL communicator and retrieving ncclUniqueId from \[[0-9]+\]",),
         r"\[(?P<waiter>\d+)\] is setting up NCCL communicator and retrieving ncclUniqueId from "
@@ -2539,10 +2594,10 @@ EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
     E(
         (),
         r"Input/output error|\[Errno 5\]|Stale file handle|\[Errno 116\]|[Dd]isk quota exceeded|"
-        r"\[Errno 122\]|Read-only file system|\[Errno 30\]",
+        r"\[Errno 122\]|Read-only file system|\[Errno 30\]|\[Errno 70\] Communication error on send",
         "STORAGE_IO",
         0.8,
-        "EIO/ESTALE/EDQUOT/EROFS: the file system failed",
+        "EIO/ESTALE/EDQUOT/EROFS/ECOMM: the file system failed",
     ),
     E(
         (),
@@ -2599,6 +2654,7 @@ EXCEPTION_RULES: tuple[ExceptionRule, ...] = (
             "DatasetGenerationCastError",
             "CastError",
             "LibsndfileError",
+            "DECORDError",
         ),
         "",
         "DATA",
