@@ -142,6 +142,20 @@ CATALOGUE: tuple[Signature, ...] = (
         0.75,
     ),
     S(
+        "k8s-oomkilled",
+        (r"[Rr]eason: +OOMKilled",),
+        r"[Rr]eason: +OOMKilled",
+        "Kubernetes killed the container for using more memory than its limit (OOMKilled, exit "
+        "code 137).",
+        "OOM",
+        "crash",
+        "fatal",
+        "Raise the container's memory limit (and request), or lower what the process holds in "
+        "RAM (workers, object store, caches).",
+        ("reason: OOMKilled",),
+        0.85,
+    ),
+    S(
         "tf-oom-allocating-tensor",
         (r"OOM when allocating tensor",),
         r"OOM when allocating tensor with shape\[?(?P<shape>[^\]\s]*)\]?.*?(?:on (?P<device>\S+))?",
@@ -1012,6 +1026,64 @@ CATALOGUE: tuple[Signature, ...] = (
     ),
     # --- INFRA ---------------------------------------------------------------------
     S(
+        "cuda-invalid-device-ordinal",
+        (r"invalid device ordinal",),
+        r"invalid device ordinal",
+        "A process asked for a GPU index the node does not have (or CUDA_VISIBLE_DEVICES hides): "
+        "the launch starts more processes per node than there are visible GPUs, or maps local "
+        "ranks to devices wrongly.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Make --nproc_per_node (or the tasks per node) match the GPUs each node shows "
+        "(nvidia-smi -L, CUDA_VISIBLE_DEVICES), and set the device from LOCAL_RANK.",
+        (
+            "THCudaCheck FAIL file=/opt/conda/conda-bld/pytorch_1595629403081/work/torch/csrc/cuda/Module.cpp line=59 error=101 : invalid device ordinal",
+            "RuntimeError: cuda runtime error (10) : invalid device ordinal at /pytorch/torch/csrc/cuda/Module.cpp:33",
+        ),
+        0.75,
+    ),
+    S(
+        "ray-node-lost",
+        (
+            r"The actor died because its node has died",
+            r"the actor's node was preempted",
+            r"Task failed because the node it was running on is dead or unavailable",
+        ),
+        r"Task failed because the node it was running on is dead or unavailable\. Node IP: "
+        r"(?P<host>[\w.:-]+)|the actor's node was preempted|The actor died because its node has died",
+        "Ray lost the node a task or actor ran on (preempted, drained, failed, or its raylet "
+        "died): the work on it is gone.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Find why the node went (the cloud's preemption notice, the autoscaler's and raylet's "
+        "logs); retry on other nodes, with checkpoints frequent enough for preemptible capacity.",
+        (
+            "RuntimeError: Job 140218664731920 failed: Task failed because the node it was running on is dead or unavailable. Node IP: 10.31.4.57, node ID: 9c1e4b7d02a5f38e6d1b0c94a7e25f3d8b16c0a9e4d7f2b58a3c61e0. This can happen if the node was preempted, had a hardware failure, or its raylet crashed unexpectedly. To see node death information, use `ray list nodes --filter node_id=9c1e4b7d02a5f38e6d1b0c94a7e25f3d8b16c0a9e4d7f2b58a3c61e0`, check the Ray dashboard cluster page, search the node ID in the GCS logs, or use `ray logs raylet.out -ip 10.31.4.57`.",
+            "(TrainController pid=61847) \tthe actor's node was preempted: preemption_integration_demo: simulating node drain",
+            "(TrainController pid=61847) The actor died because its node has died. Node Id: 5e20c7b14a9d86f3e1b0c52d97a4f8e3160bd2c94a7e5f1d0b83c6a2",
+        ),
+        0.8,
+    ),
+    S(
+        "k8s-gpu-admission-failed",
+        (r"requested number of devices unavailable for nvidia\.com/gpu",),
+        r"requested number of devices unavailable for nvidia\.com/gpu\. Requested: (?P<req>\d+), "
+        r"Available: (?P<avail>\d+)",
+        "The node's kubelet could not give the pod the GPUs it was scheduled with (the scheduler "
+        "placed it on a node whose GPUs were taken): the pod failed admission.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "Let the default scheduler (or a GPU-aware one) place GPU pods, or have the batch "
+        "scheduler account for nvidia.com/gpu; resubmit.",
+        (
+            "Message:            Pod Update plugin resources failed due to requested number of devices unavailable for nvidia.com/gpu. Requested: 1, Available: 0, which is unexpected",
+        ),
+        0.8,
+    ),
+    S(
         "slurm-prolog-failed",
         (r"Prolog failure on node ", r"PrologSlurmctld failed"),
         r"Prolog failure on node (?P<host>[\w.-]+)|PrologSlurmctld failed",
@@ -1340,7 +1412,8 @@ CATALOGUE: tuple[Signature, ...] = (
     S(
         "ray-node-marked-dead",
         (r"has been marked dead because the (?:detector|monitor) has missed too many heartbeats",),
-        r"The node with (?:node|client) id:? \w+(?: and ip: (?P<host>[\w.:-]+))? has been marked dead",
+        r"The node with (?:node|client) id:? \w+(?: and (?:ip|address): (?P<host>[\w.:-]+))?"
+        r"(?: and node name: \S+)? has been marked dead",
         "Ray lost a node of the cluster (it was shut down, preempted, crashed or stopped "
         "answering heartbeats): the workers on it are gone and the job waits or fails on them.",
         "INFRA",
