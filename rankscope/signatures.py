@@ -451,8 +451,10 @@ CATALOGUE: tuple[Signature, ...] = (
             r"Loss became infinite or NaN",
             r"[Ll]oss was (?:NaN|nan|inf|Inf)",
             r" : Cost (?:nan|inf|-inf) : ",
+            r"\[Loss\] (?:nan|inf|NaN)\b",
         ),
-        r"(?P<metric>'loss'|Loss is|[Ll]oss(?:_[a-z]+)?|Loss became infinite or NaN|Cost(?= (?:nan|-?inf) : ))",
+        r"(?P<metric>'loss'|Loss is|[Ll]oss(?:_[a-z]+)?|Loss became infinite or NaN"
+        r"|Cost(?= (?:nan|-?inf) : )|\[Loss\](?= (?:nan|inf|NaN)\b))",
         "The loss produced NaN/Inf.",
         "NUMERICAL",
         "diverge",
@@ -465,6 +467,7 @@ CATALOGUE: tuple[Signature, ...] = (
             "Iter 100 | lr 1.00E-03 | loss_tot nan | loss_sla 60213.42 | loss_da 16.607977 | loss_entry 0.0 | loss_exit 0.0 | l1 0.56 | ce 60212.85 | wd_loss: 69.24",
             "RuntimeError: Loss was NaN for 1 times in a row. Stopped training.",
             "[2020-07-22 20:22:42] Ep. 1 : Up. 300 : Sen. 137,255 : Cost nan : Time 17.18s : nan words/s : gNorm 41172.8250",
+            "2023-03-08 01:03:05.674 | INFO     | trainers.base_trainer:train_epochs:256 - [R0] | E104 iter[ 14/ 15] | [Loss] nan | [exp] ./exp/0308/car/3dbf3ah_hvae_lion_B40 | [step]  1574 | [url] none | [time] 0.4m (~4h) |[best] 0 -100.000x1e-2 ",
         ),
         0.9,
     ),
@@ -1025,6 +1028,32 @@ CATALOGUE: tuple[Signature, ...] = (
         0.7,
     ),
     # --- INFRA ---------------------------------------------------------------------
+    S(
+        "launcher-ssh-failed",
+        (
+            r"host=[^ \n]+ was not reachable via ssh",
+            r"ssh exited with exit code 255",
+            r"Permission denied \(publickey",
+            r"ssh: connect to host [^ \n]+ port [0-9]+: ",
+        ),
+        r"host=(?P<host>[\w.:-]+) was not reachable via ssh|(?P<host2>[\w.-]+): ssh exited with exit code 255"
+        r"|Permission denied \(publickey|ssh: connect to host (?P<host3>[\w.:-]+) port \d+: (?P<why>.+)",
+        "The launcher (the DeepSpeed runner, pdsh, mpirun) could not start the job's processes "
+        "on a node over ssh: the node does not answer on port 22, or refuses the key.",
+        "INFRA",
+        "crash",
+        "fatal",
+        "From the launching node, `ssh <node> hostname` must work without a password: check the "
+        "node is up and reachable, its sshd, and the keys (authorized_keys, the container's "
+        "~/.ssh); a single-node run needs no hostfile.",
+        (
+            "RuntimeError: Using hostfile at hostfile but host=10.20.3.100 was not reachable via ssh. If you are running with a single node please remove hostfile or setup passwordless ssh.",
+            "pdsh@user1-Precision-7960-Tower: localhost: ssh exited with exit code 255",
+            "localhost: user1@localhost: Permission denied (publickey,password).",
+            "ssh: connect to host 10.24.121.148 port 22: No route to host",
+        ),
+        0.8,
+    ),
     S(
         "cuda-invalid-device-ordinal",
         (r"invalid device ordinal",),
