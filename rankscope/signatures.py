@@ -2224,7 +2224,8 @@ CATALOGUE: tuple[Signature, ...] = (
     S(
         "horovod-stalled-ranks",
         (r"Stalled ops:", r"\[missing ranks: [0-9]", r"\[ready ranks: [0-9]"),
-        r"\[missing ranks: (?P<missing>[\d, ]+)\]|\[ready ranks: (?P<ready>[\d, ]+)\]|Stalled ops:",
+        r"(?:Stalled ops:.*?)?(?:\[missing ranks: (?P<missing>[\d, ]+)\]"
+        r"|\[ready ranks: (?P<ready>[\d, ]+)\])|Stalled ops:",
         "Horovod's stall check: some ranks submitted a collective and wait for the others, which "
         "never submitted it (the ranks listed as missing, or all but the ready ones).",
         None,

@@ -160,18 +160,25 @@ def _python_exception(e: Event) -> tuple[str, float] | None:
         return None  # distributed echoes of another failure
     if "NCCL" in msg or "Watchdog" in msg or "ProcessGroup" in msg:
         return None
-    wrapped = _IN_WORKER.search(msg)
-    if wrapped or "DataLoader" in msg or "Loader" in t:
-        # "Caught OSError in DataLoader worker process 1": the worker's own exception
-        # decides when a rule knows it (a full disk, a memory error, a remote store's
-        # timeout); else it is the data the worker was loading
-        inner = exception_rule(wrapped.group(1), msg) if wrapped else None
-        if inner is None or inner.category == "SOFTWARE":
-            return "DATA", 0.7
-        return inner.category, inner.confidence
+    if "DataLoader" in msg or "Loader" in t:
+        return "DATA", 0.7
     rule = exception_rule(t, msg)
     # a bare programming error decides only when nothing more specific does
     return rule.category, (0.45 if rule.category == "SOFTWARE" else rule.confidence)
+
+
+def _data_error(e: Event) -> tuple[str, float] | None:
+    """A data loader's error is the data's, unless it re-raises a worker's exception a rule
+    knows as something else ("Caught OSError in DataLoader worker process 1. … [Errno 28] No
+    space left on device": the disk; a MemoryError: the host's memory; a remote store's
+    timeout: the store)."""
+    what = str(e.fields.get("what", ""))
+    wrapped = _IN_WORKER.search(what)
+    if wrapped:
+        inner = exception_rule(wrapped.group(1), what)
+        if inner.category not in ("SOFTWARE", "DATA"):
+            return inner.category, inner.confidence
+    return _FIXED["data_error"]
 
 
 def _retry_exhausted(e: Event) -> tuple[str, float] | None:
@@ -191,6 +198,7 @@ _BY_KIND: dict[str, Callable[[Event], tuple[str, float] | None]] = {
     "async_exception": _nccl_error,
     "python_exception": _python_exception,
     "retry_exhausted": _retry_exhausted,
+    "data_error": _data_error,
 }
 
 
@@ -200,10 +208,10 @@ def _category(e: Event) -> tuple[str, float] | None:
         sig = BY_ID.get(str(e.fields["sig"]))
         if sig is not None and sig.category is not None:
             return sig.category, sig.strength
-    if e.kind in _FIXED:
-        return _FIXED[e.kind]
     rule = _BY_KIND.get(e.kind)
-    return rule(e) if rule is not None else None
+    if rule is not None:
+        return rule(e)
+    return _FIXED.get(e.kind)
 
 
 def label_of(e: Event) -> str:
