@@ -4,26 +4,7 @@ that never came as a hang on those peers, and a node named only by the daemon th
 
 from __future__ import annotations
 
-import io
-from typing import Any
-
-import rankscope as engine
-
-
-def _triage(files: dict[str, str]) -> dict[str, Any]:
-    results = [
-        engine.parse_artifact(io.BytesIO(text.encode()), name=name) for name, text in files.items()
-    ]
-    return engine.analyze(results)
-
-
-TRACEBACK = (
-    "step 10 loss 2.31\n"
-    "Traceback (most recent call last):\n"
-    '  File "train.py", line 3, in <module>\n'
-    "    main()\n"
-    "{exc}\n"
-)
+from .test_verdict_rules import TRACEBACK, _triage
 
 
 def _category(exc: str) -> str:
