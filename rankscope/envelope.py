@@ -47,7 +47,7 @@ _WRAPPERS: list[tuple[str, re.Pattern[str]]] = [
         "date",
         lazy_compile(
             r"\s*\[?(?P<v>\d{4}-\d\d-\d\d[ T_]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?)"
-            r"(?:Z|[+-]\d\d:?\d\d)?\]?[:\s]\s*"
+            r"(?: ?(?:Z|[+-]\d\d:?\d\d))?\]?[:\s]\s*"  # an offset may follow a space
         ),
     ),
     (

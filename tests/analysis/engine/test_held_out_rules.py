@@ -74,3 +74,17 @@ def test_a_module_error_class_is_not_a_host_label() -> None:
     )
     assert doc["triage"]["category"] == "DATA"
     assert doc["localization"]["culprit_hosts"] == []
+
+
+def test_a_stamp_with_a_spaced_utc_offset_is_peeled_whole() -> None:
+    # a log collector's "2025-10-03 15:39:31.043 +08:00" in front of the program's own stamp:
+    # both go, and the NCCL banner behind them names the host
+    from rankscope.envelope import peel
+
+    env = peel(
+        "2025-10-03 15:39:31.043 +08:00 [2025-10-03 07:39:30] h100-41:251:1233 [0] "
+        "transport/net_ib.cc:180 NCCL WARN NET/IB : mlx5_ib0:1 async fatal event on QP (0x7f): "
+        "local access violation work queue error"
+    )
+    assert env.time == "2025-10-03T15:39:31.043"
+    assert env.message.startswith("h100-41:251:1233 [0] ")
