@@ -1033,13 +1033,13 @@ CATALOGUE: tuple[Signature, ...] = (
         (
             r"host=[^ \n]+ was not reachable via ssh",
             r"ssh exited with exit code 255",
-            r"Permission denied \(publickey",
-            r"ssh: connect to host [^ \n]+ port [0-9]+: ",
+            # pdsh's "node: user@node: Permission denied (publickey…)" (not git's "git@host: …")
+            r"[^ \n]+: [^ \n@]+@[^ \n:]+: Permission denied \(publickey",
         ),
         r"host=(?P<host>[\w.:-]+) was not reachable via ssh|(?P<host2>[\w.-]+): ssh exited with exit code 255"
-        r"|Permission denied \(publickey|ssh: connect to host (?P<host3>[\w.:-]+) port \d+: (?P<why>.+)",
+        r"|(?P<host3>[\w.-]+): [^\s@]+@(?P=host3): Permission denied \(publickey",
         "The launcher (the DeepSpeed runner, pdsh, mpirun) could not start the job's processes "
-        "on a node over ssh: the node does not answer on port 22, or refuses the key.",
+        "on a node over ssh: the node does not answer, or refuses the key.",
         "INFRA",
         "crash",
         "fatal",
@@ -1050,7 +1050,6 @@ CATALOGUE: tuple[Signature, ...] = (
             "RuntimeError: Using hostfile at hostfile but host=10.20.3.100 was not reachable via ssh. If you are running with a single node please remove hostfile or setup passwordless ssh.",
             "pdsh@user1-Precision-7960-Tower: localhost: ssh exited with exit code 255",
             "localhost: user1@localhost: Permission denied (publickey,password).",
-            "ssh: connect to host 10.24.121.148 port 22: No route to host",
         ),
         0.8,
     ),
@@ -2213,7 +2212,7 @@ CATALOGUE: tuple[Signature, ...] = (
         "for threads that have not joined: a process or device of the collective never arrived.",
         None,
         "hang",
-        "error",
+        "warning",  # XLA says so after 10 s: only a wait that goes on is a hang
         "Find the process whose devices never joined (each host must run the same collective); "
         "read its last lines.",
         (

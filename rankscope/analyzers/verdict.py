@@ -963,15 +963,25 @@ class VerdictAnalyzer:
 
     def _rule_waited_unexplained(self, ctx: Context, s: _Situation) -> Verdict | None:
         # a catalogued "waited on a peer" symptom (Gloo's or the store's timeout, category
-        # None, shape hang) and nothing else: the job hung, on peers the logs do not show
-        waits = [
-            e
-            for e in ctx.events
-            if "sig" in e.fields
-            and (sig := BY_ID.get(str(e.fields["sig"]))) is not None
-            and sig.category is None
-            and sig.shape == "hang"
-        ]
+        # None, shape hang) and nothing else: the job hung, on peers the logs do not show. A
+        # notice that a wait is long (severity warning: vLLM's after 60 s, XLA's after 10 s)
+        # is a hang only when it repeats or is where its log stops — a slow start that goes
+        # on prints it once and then its progress
+        waits, notices = [], {}
+        for e in ctx.events:
+            sig = BY_ID.get(str(e.fields["sig"])) if "sig" in e.fields else None
+            if sig is None or sig.category is not None or sig.shape != "hang":
+                continue
+            if sig.severity == "warning":
+                notices.setdefault((e.file, sig.id), []).append(e)
+            else:
+                waits.append(e)
+        if notices:
+            last_line = {r.name: r.lines for r in ctx.results}
+            for seen in notices.values():
+                if len(seen) > 1 or seen[-1].line >= last_line.get(seen[-1].file, 0) - 1:
+                    waits.extend(seen)
+            waits.sort(key=lambda e: (e.file, e.line))
         if not waits:
             return None
         # the ranks such a line names as the ones that never came (Horovod's "missing ranks")

@@ -88,3 +88,34 @@ def test_a_stamp_with_a_spaced_utc_offset_is_peeled_whole() -> None:
     )
     assert env.time == "2025-10-03T15:39:31.043"
     assert env.message.startswith("h100-41:251:1233 [0] ")
+
+
+NOTICE = (
+    "(EngineCore_DP0 pid=2318) INFO 04-19 14:44:28 [shm_broadcast.py:681] No available shared "
+    "memory broadcast block found in 60 seconds. This typically happens when some processes "
+    "are hanging or doing some time-consuming work (e.g. compilation).\n"
+)
+PROGRESS = "(EngineCore_DP0 pid=2318) INFO 04-19 14:45:10 [loggers.py:116] Engine 000: Avg prompt throughput: 512.0 tokens/s\n"
+
+
+def test_a_notice_that_a_wait_is_long_is_a_hang_only_if_it_goes_on() -> None:
+    # printed once during a long compilation, then the server goes on: no failure
+    doc = _triage({"vllm-serve.log": NOTICE + PROGRESS + PROGRESS})
+    assert doc["triage"]["shape"] == "none"
+    # where the log stops, or again and again: the wait went on
+    assert _triage({"vllm-serve.log": PROGRESS + NOTICE})["triage"]["shape"] == "hang"
+    doc = _triage({"vllm-serve.log": NOTICE + PROGRESS + NOTICE + PROGRESS})
+    assert doc["triage"]["shape"] == "hang"
+
+
+def test_only_pdshs_own_refused_key_is_a_launcher_failure() -> None:
+    assert (
+        _triage({"train.log": "localhost: user1@localhost: Permission denied (publickey).\n"})[
+            "triage"
+        ]["category"]
+        == "INFRA"
+    )
+    # a setup script's git clone refused by the forge is not a node the launcher could not reach
+    doc = _triage({"train.log": "[rank0]: git@github.com: Permission denied (publickey).\n"})
+    assert doc["localization"]["culprit_hosts"] == []
+    assert doc["triage"]["category"] != "INFRA"
